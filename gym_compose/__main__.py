@@ -1,0 +1,3 @@
+from gym_compose.cli import main
+
+main()

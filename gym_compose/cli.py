@@ -1,0 +1,243 @@
+"""The `gym-compose` command line: parse arguments, call one function, print.
+
+Every command that takes a stack accepts the same config arguments as NeMo Gym's `gym`
+(`--config`, the named selectors, `-m/--model`, ...) and treats every other argument as a
+Hydra override (`key=value`, `+key=value`, `++key=value`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from gym_compose.config.request import ConfigRequest
+from gym_compose.errors import NotBuiltYet, UserError
+
+HELP = """Run NeMo Gym-style RL environments and benchmarks as a docker-compose project.
+
+Every server (head, environments, agents, models, resources) runs in its own container.
+Arguments that are not options are Hydra overrides: key=value, +key=value, ++key=value.
+"""
+
+app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
+eval_app = typer.Typer(help="Collect rollouts (NeMo Gym's `gym eval`).", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+STACK_COMMAND = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+ConfigOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--config", help="A config file; repeatable. Loads before selector files."),
+]
+ResourcesServerOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--resources-server", help="Resources server NAME or NAME/FLAVOR; repeatable."),
+]
+ModelTypeOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--model-type", help="Model server type NAME or NAME/FLAVOR (default: mock_model)."),
+]
+AgentTypeOpt = Annotated[
+    Optional[list[str]], typer.Option("--agent-type", help="Agent server type NAME or NAME/FLAVOR.")
+]
+BenchmarkOpt = Annotated[
+    Optional[list[str]], typer.Option("--benchmark", help="Benchmark NAME or NAME/FLAVOR; repeatable.")
+]
+EnvironmentOpt = Annotated[
+    Optional[list[str]], typer.Option("--environment", help="Environment NAME or NAME/FLAVOR.")
+]
+ModelOpt = Annotated[
+    Optional[str], typer.Option("--model", "-m", help="Sets policy_model_name.")
+]
+ModelUrlOpt = Annotated[Optional[str], typer.Option("--model-url", help="Sets policy_base_url.")]
+ModelKeyOpt = Annotated[
+    Optional[str], typer.Option("--model-api-key", help="Sets policy_api_key (kept secret).")
+]
+SearchDirOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option(
+        "--search-dir",
+        help="Extra root where selectors resolve with NeMo Gym's relative paths (e.g. a NeMo "
+        "Gym checkout); repeatable. Also read from GYM_COMPOSE_SEARCH_PATH (':'-separated).",
+    ),
+]
+
+
+def _config_request(
+    ctx: typer.Context,
+    config: Optional[list[Path]],
+    resources_server: Optional[list[str]],
+    model_type: Optional[list[str]],
+    agent_type: Optional[list[str]],
+    benchmark: Optional[list[str]],
+    environment: Optional[list[str]],
+    model: Optional[str],
+    model_url: Optional[str],
+    model_api_key: Optional[str],
+    search_dir: Optional[list[Path]],
+) -> ConfigRequest:
+    overrides = list(ctx.args)
+    stray = [arg for arg in overrides if arg.startswith("-")]
+    if stray:
+        raise UserError(
+            f"unknown option(s): {' '.join(stray)}",
+            hint="see `gym-compose COMMAND --help`; overrides look like key=value, +key=value or ++key=value",
+        )
+    return ConfigRequest(
+        config_files=list(config or []),
+        resources_servers=list(resources_server or []),
+        model_types=list(model_type or []),
+        agent_types=list(agent_type or []),
+        benchmarks=list(benchmark or []),
+        environments=list(environment or []),
+        model_name=model,
+        model_url=model_url,
+        model_api_key=model_api_key,
+        search_dirs=list(search_dir or []),
+        overrides=overrides,
+    )
+
+
+@app.command(context_settings=STACK_COMMAND)
+def resolve(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    resources_server: ResourcesServerOpt = None,
+    model_type: ModelTypeOpt = None,
+    agent_type: AgentTypeOpt = None,
+    benchmark: BenchmarkOpt = None,
+    environment: EnvironmentOpt = None,
+    model: ModelOpt = None,
+    model_url: ModelUrlOpt = None,
+    model_api_key: ModelKeyOpt = None,
+    search_dir: SearchDirOpt = None,
+) -> None:
+    """Print the merged config as YAML (secrets shown as '****'). Nothing else goes to stdout."""
+    request = _config_request(ctx, config, resources_server, model_type, agent_type, benchmark,
+                              environment, model, model_url, model_api_key, search_dir)
+    from gym_compose.commands import resolve_command
+
+    resolve_command(request)
+
+
+@app.command(context_settings=STACK_COMMAND)
+def render(
+    ctx: typer.Context,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write compose.yaml and its files into.")] = Path("rendered"),
+    publish: Annotated[bool, typer.Option("--publish", help="Also publish every server on 127.0.0.1.")] = False,
+    config: ConfigOpt = None,
+    resources_server: ResourcesServerOpt = None,
+    model_type: ModelTypeOpt = None,
+    agent_type: AgentTypeOpt = None,
+    benchmark: BenchmarkOpt = None,
+    environment: EnvironmentOpt = None,
+    model: ModelOpt = None,
+    model_url: ModelUrlOpt = None,
+    model_api_key: ModelKeyOpt = None,
+    search_dir: SearchDirOpt = None,
+) -> None:
+    """Write a standalone compose project that plain `docker compose` can run."""
+    raise NotBuiltYet("render")
+
+
+@app.command(context_settings=STACK_COMMAND)
+def build(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    resources_server: ResourcesServerOpt = None,
+    model_type: ModelTypeOpt = None,
+    agent_type: AgentTypeOpt = None,
+    benchmark: BenchmarkOpt = None,
+    environment: EnvironmentOpt = None,
+    model: ModelOpt = None,
+    model_url: ModelUrlOpt = None,
+    model_api_key: ModelKeyOpt = None,
+    search_dir: SearchDirOpt = None,
+) -> None:
+    """Build the base image and one image per server implementation (cached by content hash)."""
+    raise NotBuiltYet("build")
+
+
+@app.command(context_settings=STACK_COMMAND)
+def up(
+    ctx: typer.Context,
+    detach: Annotated[bool, typer.Option("--detach", "-d", help="Return once every service is healthy.")] = False,
+    publish: Annotated[bool, typer.Option("--publish", help="Also publish every server on 127.0.0.1.")] = False,
+    config: ConfigOpt = None,
+    resources_server: ResourcesServerOpt = None,
+    model_type: ModelTypeOpt = None,
+    agent_type: AgentTypeOpt = None,
+    benchmark: BenchmarkOpt = None,
+    environment: EnvironmentOpt = None,
+    model: ModelOpt = None,
+    model_url: ModelUrlOpt = None,
+    model_api_key: ModelKeyOpt = None,
+    search_dir: SearchDirOpt = None,
+) -> None:
+    """Resolve, render, build what is missing, start, and wait until every service is healthy."""
+    raise NotBuiltYet("up")
+
+
+@app.command()
+def down() -> None:
+    """Remove the project's containers, networks and volumes (never the results folder)."""
+    raise NotBuiltYet("down")
+
+
+@app.command()
+def ps() -> None:
+    """Show the project's services and their health."""
+    raise NotBuiltYet("ps")
+
+
+@app.command()
+def logs() -> None:
+    """Show service logs (passes through to `docker compose logs`)."""
+    raise NotBuiltYet("logs")
+
+
+@app.command("list")
+def list_components(
+    search_dir: SearchDirOpt = None,
+) -> None:
+    """List every resources server, model type, agent type, benchmark and environment the selectors can find."""
+    from gym_compose.commands import list_command
+
+    list_command(list(search_dir or []))
+
+
+@eval_app.command("run", context_settings=STACK_COMMAND)
+def eval_run(ctx: typer.Context) -> None:
+    """Collect rollouts against a running stack (--no-serve), or serve, collect and stop."""
+    raise NotBuiltYet("eval run")
+
+
+@eval_app.command("prepare", context_settings=STACK_COMMAND)
+def eval_prepare(ctx: typer.Context) -> None:
+    """Run the benchmark's prepare script to produce its dataset."""
+    raise NotBuiltYet("eval prepare")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as error:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(error, click.ClickException):
+            error.show()
+            sys.exit(error.exit_code)
+        raise

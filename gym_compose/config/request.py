@@ -1,0 +1,21 @@
+"""What the user asked for: the config arguments shared by every stack command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ConfigRequest:
+    config_files: list[Path] = field(default_factory=list)
+    resources_servers: list[str] = field(default_factory=list)
+    model_types: list[str] = field(default_factory=list)
+    agent_types: list[str] = field(default_factory=list)
+    benchmarks: list[str] = field(default_factory=list)
+    environments: list[str] = field(default_factory=list)
+    model_name: str | None = None
+    model_url: str | None = None
+    model_api_key: str | None = None
+    search_dirs: list[Path] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
