@@ -1,0 +1,5 @@
+import sys
+
+from gym_compose.collect.cli import main
+
+sys.exit(main())

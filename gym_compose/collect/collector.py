@@ -1,0 +1,122 @@
+"""A collection run: materialize rows, skip what earlier runs did, run the rest concurrently, write artifacts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import orjson
+
+from gym_compose.collect.artifacts import ArtifactPaths
+from gym_compose.collect.dispatch import run_rollout
+from gym_compose.collect.jsonl import (
+    JsonlAppender,
+    iter_output_rows,
+    read_input_lines,
+    write_atomically,
+    write_jsonl_atomically,
+)
+from gym_compose.collect.metrics import aggregate_metrics
+from gym_compose.collect.options import CollectOptions, CollectResult
+from gym_compose.collect.progress import ProgressTracker
+from gym_compose.collect.prompt import load_prompt_config
+from gym_compose.collect.resume import PriorRuns, load_prior_runs
+from gym_compose.collect.routing import RoutingTable, routing_table_from_config
+from gym_compose.collect.rows import ATTEMPT_INDEX, materialize_rows, rollout_key
+from gym_compose.errors import UserError
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+def collect(config: dict[str, Any], options: CollectOptions, progress: ProgressCallback | None = None) -> CollectResult:
+    """Run every rollout of `options.input_path` against the servers in `config` (NeMo Gym's config dict).
+
+    Raises UserError for bad input before any rollout starts. `progress` gets each progress.json snapshot.
+    """
+    started = time.monotonic()
+    routing = routing_table_from_config(config)
+    if not routing.servers:
+        raise UserError("the config has no environment servers, so there is nowhere to send rows",
+                        hint="NEMO_GYM_CONFIG_DICT must hold the in-network config of the stack")
+    paths = ArtifactPaths(options.output_dir)
+    options.output_dir.mkdir(parents=True, exist_ok=True)
+    if options.resume and paths.materialized_inputs.exists():
+        rows = list(iter_output_rows(paths.materialized_inputs))
+        for index, row in enumerate(rows, 1):
+            routing.server_for_row(row, f"{paths.materialized_inputs}, line {index}")
+        prior = load_prior_runs(paths)
+    else:
+        _refuse_to_overwrite(paths, options.resume)
+        rows = _materialize(options, routing)
+        prior = load_prior_runs(paths) if options.resume else PriorRuns()
+        write_jsonl_atomically(paths.materialized_inputs, rows)
+
+    pending = []
+    for row in rows:
+        key = rollout_key(row)
+        if prior.attempts_left(key, options.max_attempts):
+            attempt = prior.failed_attempts[key]
+            pending.append({**row, ATTEMPT_INDEX: attempt} if attempt else row)
+    tracker = ProgressTracker(options.output_dir, total=len(rows), done_before=len(prior.done & {rollout_key(r) for r in rows}),
+                              reward_sum_before=prior.reward_sum, rewarded_before=prior.rewarded, callback=progress)
+    tracker.write()
+    results: list[dict[str, Any]] = []
+    rollouts, failures = JsonlAppender(paths.rollouts), JsonlAppender(paths.failures)
+    try:
+        asyncio.run(_run_all(pending, routing, options, rollouts, failures, tracker,
+                             results if options.retain_results_in_memory else None))
+    finally:
+        rollouts.close()
+        failures.close()
+        tracker.write(finished=True)
+
+    metrics = None
+    if not options.disable_aggregation:
+        metrics = aggregate_metrics(list(iter_output_rows(paths.rollouts)), rows, repeated=options.num_repeats > 1)
+        write_atomically(paths.aggregate_metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
+    results.sort(key=rollout_key)
+    return CollectResult(total=len(rows), succeeded=tracker.done, failed=len(rows) - tracker.done,
+                         skipped=len(rows) - len(pending), output_dir=options.output_dir,
+                         elapsed_s=time.monotonic() - started, results=results, aggregate_metrics=metrics)
+
+
+def _materialize(options: CollectOptions, routing: RoutingTable) -> list[dict[str, Any]]:
+    prompt = load_prompt_config(options.prompt_config_path) if options.prompt_config_path else None
+    input_rows = read_input_lines(options.input_path, options.limit)
+    return materialize_rows(input_rows, options.input_path, options, routing, prompt)
+
+
+def _refuse_to_overwrite(paths: ArtifactPaths, resume: bool) -> None:
+    if resume:
+        return
+    if paths.rollouts.exists() and paths.rollouts.stat().st_size > 0:
+        raise UserError(f"{paths.output_dir} already holds rollouts from an earlier run",
+                        hint="pass --resume to finish that run, or choose an empty --output-dir")
+
+
+async def _run_all(pending, routing: RoutingTable, options: CollectOptions, rollouts: JsonlAppender,
+                   failures: JsonlAppender, tracker: ProgressTracker, results: list | None) -> None:
+    """A pool of workers over one shared queue: the pool size bounds both admitted and in-flight rollouts."""
+    workers = options.concurrency(len(pending))
+    limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
+    timeout = httpx.Timeout(options.request_timeout_s, connect=min(30.0, options.request_timeout_s))
+    queue = iter(pending)
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        for row in queue:
+            server = routing.server_for_row(row, "materialized row")
+            outcome, record = await run_rollout(client, server, row)
+            if outcome == "ok":
+                rollouts.append(record)
+                tracker.record_success(record)
+                if results is not None:
+                    results.append(record)
+            else:
+                failures.append(record)
+                tracker.record_failure()
+
+    async with httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False) as client:
+        await asyncio.gather(*(worker(client) for _ in range(workers)))

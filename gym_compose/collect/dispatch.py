@@ -1,0 +1,102 @@
+"""One rollout over HTTP: POST /run to its environment server, and the record that comes of it.
+
+Returns ("ok", rollout row) or ("failed", failure row); never raises for a server's fault, so
+one dead server turns its rollouts into failure rows while the run goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import httpx
+import orjson
+
+from gym_compose.collect.routing import EnvironmentServer, taskset_of
+from gym_compose.collect.rows import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_INDEX, TASK_INDEX
+
+REQUEST_FAILED = "agent_request_failed"  # no answer, or a gateway status: the rollout may not have run
+RUN_ERROR = "agent_run_error"  # the server answered with an error: the rollout ran and broke
+ENVIRONMENT_FAILURE = "environment_server_failure"  # an episode reply that carries a `failure`
+NOT_RUN_STATUSES = frozenset({429, 502, 503, 504})
+MAX_BODY_CHARS = 2000
+JSON_HEADERS = {"content-type": "application/json"}
+
+Outcome = tuple[Literal["ok", "failed"], dict[str, Any]]
+
+
+def request_body(row: dict[str, Any]) -> dict[str, Any]:
+    """A flat row goes as it is (NeMo Gym posts the row); a taskset row as an episode request."""
+    if taskset_of(row) is None:
+        return row
+    return {
+        "episode_id": {"rollout_id": f"{row[TASK_INDEX]}-{row[ROLLOUT_INDEX]}", "attempt": row.get(ATTEMPT_INDEX, 0)},
+        "task": {"task_id": row["task_id"], "task_input": row["task_input"]},
+    }
+
+
+async def run_rollout(client: httpx.AsyncClient, server: EnvironmentServer, row: dict[str, Any]) -> Outcome:
+    status = None
+    body = b""
+    try:
+        response = await client.post(f"{server.base_url}/run", content=orjson.dumps(request_body(row)), headers=JSON_HEADERS)
+        status, body = response.status_code, response.content
+        if status >= 400:
+            return "failed", failure_row(row, server, RUN_ERROR if status not in NOT_RUN_STATUSES else REQUEST_FAILED,
+                                         "HTTPStatusError", f"POST {server.base_url}/run answered {status}", status, body)
+        result = orjson.loads(body)
+    except httpx.TimeoutException as error:
+        return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
+                                     f"no answer from {server.instance} within the request timeout ({error or 'timed out'})")
+    except httpx.TransportError as error:
+        return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
+                                     f"cannot reach {server.instance} at {server.base_url}: {error or type(error).__name__}")
+    except orjson.JSONDecodeError as error:
+        return "failed", failure_row(row, server, RUN_ERROR, "JSONDecodeError",
+                                     f"{server.instance} answered {status} with a body that is not JSON: {error}", status, body)
+    if not isinstance(result, dict):
+        return "failed", failure_row(row, server, RUN_ERROR, "UnexpectedResponse",
+                                     f"{server.instance} answered with a JSON {type(result).__name__}, not an object", status, body)
+    if taskset_of(row) is not None and _is_episode_response(result):
+        if result.get("failure") is not None:
+            failure = result["failure"] if isinstance(result["failure"], dict) else {"failure_reason": str(result["failure"])}
+            record = failure_row(row, server, ENVIRONMENT_FAILURE, "EpisodeFailure", str(failure.get("failure_reason")), status)
+            record["_ng_failure_terminal"] = bool(failure.get("terminal", False))
+            return "failed", record
+        result = dict(result["result"]) if isinstance(result.get("result"), dict) else {"result": result.get("result")}
+        result["_ng_task_id"] = row["task_id"]
+    return "ok", stamp_identity(result, row)
+
+
+def stamp_identity(record: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    record[TASK_INDEX] = row[TASK_INDEX]
+    record[ROLLOUT_INDEX] = row[ROLLOUT_INDEX]
+    if "agent_ref" in row:
+        record["agent_ref"] = row["agent_ref"]
+    if ATTEMPT_INDEX in row:
+        record[ATTEMPT_INDEX] = row[ATTEMPT_INDEX]
+    return record
+
+
+def failure_row(row: dict[str, Any], server: EnvironmentServer, failure_class: str, error_type: str,
+                message: str, status: int | None = None, body: bytes = b"") -> dict[str, Any]:
+    record = stamp_identity({}, row)
+    record.setdefault(ATTEMPT_INDEX, 0)
+    record[ENVIRONMENT_SERVER] = server.instance
+    record["_ng_failure_class"] = failure_class
+    record["_ng_failure_type"] = error_type
+    record["_ng_failure_message"] = message
+    record["_ng_failure_http_status"] = status
+    record["_ng_failure_response_body"] = _excerpt(body)
+    return record
+
+
+def _excerpt(body: bytes) -> str | None:
+    if not body:
+        return None
+    text = body[: MAX_BODY_CHARS * 4].decode("utf-8", "replace")
+    return text[:MAX_BODY_CHARS] + ("…" if len(text) > MAX_BODY_CHARS else "")
+
+
+def _is_episode_response(result: dict[str, Any]) -> bool:
+    return (isinstance(result.get("episode_id"), dict) and isinstance(result.get("task_id"), dict)
+            and ("result" in result or "failure" in result))

@@ -1,0 +1,82 @@
+"""progress.json: what a run has done so far, rewritten atomically; and the host's reader for it."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gym_compose.collect.jsonl import write_atomically
+
+PROGRESS_FILE = "progress.json"
+MIN_INTERVAL_S = 0.5
+
+
+def read_progress(output_dir: str | Path) -> dict[str, Any] | None:
+    """The last progress a run wrote into `output_dir`, or None when there is none (yet) or it cannot be read."""
+    try:
+        data = orjson.loads((Path(output_dir) / PROGRESS_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class ProgressTracker:
+    """Counts a run's rollouts and writes progress.json at most every MIN_INTERVAL_S, and at the end.
+
+    `done` counts successful rollouts, those of earlier runs included (resume); `failed` counts
+    rollouts whose latest attempt in this run failed; `rollouts_per_second` is this run's pace.
+    """
+
+    def __init__(self, output_dir: Path, total: int, done_before: int = 0, reward_sum_before: float = 0.0,
+                 rewarded_before: int = 0, callback=None):
+        self.path = Path(output_dir) / PROGRESS_FILE
+        self.total = total
+        self.done = done_before
+        self.failed = 0
+        self._done_this_run = 0
+        self._reward_sum = reward_sum_before
+        self._rewarded = rewarded_before
+        self._started_monotonic = time.monotonic()
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._last_write = 0.0
+        self._callback = callback
+
+    def record_success(self, result: dict[str, Any]) -> None:
+        self.done += 1
+        self._done_this_run += 1
+        reward = result.get("reward")
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+            self._reward_sum += reward
+            self._rewarded += 1
+        self._maybe_write()
+
+    def record_failure(self) -> None:
+        self.failed += 1
+        self._maybe_write()
+
+    def snapshot(self, finished: bool = False) -> dict[str, Any]:
+        elapsed = time.monotonic() - self._started_monotonic
+        return {
+            "total": self.total,
+            "done": self.done,
+            "failed": self.failed,
+            "rollouts_per_second": round(self._done_this_run / elapsed, 3) if elapsed > 0 else 0.0,
+            "mean_reward": self._reward_sum / self._rewarded if self._rewarded else None,
+            "started_at": self.started_at,
+            "finished": finished,
+        }
+
+    def write(self, finished: bool = False) -> None:
+        snapshot = self.snapshot(finished)
+        write_atomically(self.path, orjson.dumps(snapshot))
+        self._last_write = time.monotonic()
+        if self._callback is not None:
+            self._callback(snapshot)
+
+    def _maybe_write(self) -> None:
+        if time.monotonic() - self._last_write >= MIN_INTERVAL_S:
+            self.write()

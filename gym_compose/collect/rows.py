@@ -1,0 +1,74 @@
+"""Input rows -> the materialized rollout rows: prompt, agent, overrides, task/rollout indices, repeats.
+
+NeMo Gym's numbering: identical input lines share one `_ng_task_index` (a row may bring its own);
+`_ng_rollout_index` counts the rollouts of one task, across repeats and duplicate lines.
+Repeats are in place: a a b b.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from gym_compose.collect.options import CollectOptions
+from gym_compose.collect.prompt import PromptConfig, apply_prompt
+from gym_compose.collect.routing import RoutingTable, taskset_of
+from gym_compose.errors import UserError
+
+TASK_INDEX = "_ng_task_index"
+ROLLOUT_INDEX = "_ng_rollout_index"
+ATTEMPT_INDEX = "_ng_attempt_index"
+ENVIRONMENT_SERVER = "_ng_environment_server"
+RESPONSES_CREATE_PARAMS = "responses_create_params"
+
+
+def rollout_key(row: dict[str, Any]) -> tuple[Any, Any]:
+    return row[TASK_INDEX], row[ROLLOUT_INDEX]
+
+
+def materialize_rows(
+    input_rows: list[tuple[int, str, dict[str, Any]]],
+    input_path: Path,
+    options: CollectOptions,
+    routing: RoutingTable,
+    prompt: PromptConfig | None = None,
+) -> list[dict[str, Any]]:
+    """Every rollout to run, in order; raises UserError (file, line) before anything runs."""
+    if options.num_repeats < 1:
+        raise UserError(f"--num-repeats must be at least 1, got {options.num_repeats}")
+    overrides = options.responses_create_params_overrides()
+    task_index_of_line: dict[str, int] = {}
+    next_rollout_index: Counter = Counter()
+    rollouts: list[dict[str, Any]] = []
+    for line_no, text, row in input_rows:
+        where = f"{input_path}, line {line_no}"
+        is_taskset_row = taskset_of(row) is not None
+        if prompt is not None and not is_taskset_row:
+            row = apply_prompt(prompt, row, where)
+        if options.agent_name is not None and not is_taskset_row:
+            row = {**row, "agent_ref": {"name": options.agent_name}}
+        if is_taskset_row:
+            if overrides:
+                raise UserError(
+                    f"{where}: --temperature/--top-p/--max-output-tokens do not apply to task_id/task_input rows",
+                    hint="set sampling parameters in the taskset, or drop those options",
+                )
+        else:
+            params = row.get(RESPONSES_CREATE_PARAMS)
+            if not isinstance(params, dict):
+                raise UserError(
+                    f"{where}: the row has no `responses_create_params` object",
+                    hint="each row needs responses_create_params (or task_id + task_input for a taskset)",
+                )
+            if overrides:
+                row = {**row, RESPONSES_CREATE_PARAMS: params | overrides}
+        routing.server_for_row(row, where)
+        if TASK_INDEX not in row:
+            row = {**row, TASK_INDEX: task_index_of_line.setdefault(text, len(task_index_of_line))}
+        for _ in range(options.num_repeats):
+            rollout = dict(row)
+            rollout[ROLLOUT_INDEX] = next_rollout_index[row[TASK_INDEX]]
+            next_rollout_index[row[TASK_INDEX]] += 1
+            rollouts.append(rollout)
+    return rollouts
