@@ -56,6 +56,14 @@ ModelUrlOpt = Annotated[Optional[str], typer.Option("--model-url", help="Sets po
 ModelKeyOpt = Annotated[
     Optional[str], typer.Option("--model-api-key", help="Sets policy_api_key (kept secret).")
 ]
+ProjectOpt = Annotated[
+    str,
+    typer.Option("--project", "-p", envvar="GYM_COMPOSE_PROJECT", help="Compose project name."),
+]
+PublishOpt = Annotated[
+    bool, typer.Option("--publish", help="Also publish every server on 127.0.0.1 (head: 11000, others: 11001...).")
+]
+HeadPortOpt = Annotated[int, typer.Option("--head-port", help="Host port the head is published on (127.0.0.1).")]
 SearchDirOpt = Annotated[
     Optional[list[Path]],
     typer.Option(
@@ -101,6 +109,12 @@ def _config_request(
     )
 
 
+def _stack_options(project: str, publish: bool, head_port: int):
+    from gym_compose.plan import StackOptions
+
+    return StackOptions(project=project, publish_all=publish, head_port=head_port)
+
+
 @app.command(context_settings=STACK_COMMAND)
 def resolve(
     ctx: typer.Context,
@@ -127,7 +141,9 @@ def resolve(
 def render(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write compose.yaml and its files into.")] = Path("rendered"),
-    publish: Annotated[bool, typer.Option("--publish", help="Also publish every server on 127.0.0.1.")] = False,
+    publish: PublishOpt = False,
+    project: ProjectOpt = "gym-compose",
+    head_port: HeadPortOpt = 11000,
     config: ConfigOpt = None,
     resources_server: ResourcesServerOpt = None,
     model_type: ModelTypeOpt = None,
@@ -139,13 +155,18 @@ def render(
     model_api_key: ModelKeyOpt = None,
     search_dir: SearchDirOpt = None,
 ) -> None:
-    """Write a standalone compose project that plain `docker compose` can run."""
-    raise NotBuiltYet("render")
+    """Build the images and write a standalone compose project that plain `docker compose` runs."""
+    request = _config_request(ctx, config, resources_server, model_type, agent_type, benchmark,
+                              environment, model, model_url, model_api_key, search_dir)
+    from gym_compose.stack_commands import StackArgs, render_command
+
+    render_command(StackArgs(request, _stack_options(project, publish, head_port)), output)
 
 
 @app.command(context_settings=STACK_COMMAND)
 def build(
     ctx: typer.Context,
+    project: ProjectOpt = "gym-compose",
     config: ConfigOpt = None,
     resources_server: ResourcesServerOpt = None,
     model_type: ModelTypeOpt = None,
@@ -158,14 +179,20 @@ def build(
     search_dir: SearchDirOpt = None,
 ) -> None:
     """Build the base image and one image per server implementation (cached by content hash)."""
-    raise NotBuiltYet("build")
+    request = _config_request(ctx, config, resources_server, model_type, agent_type, benchmark,
+                              environment, model, model_url, model_api_key, search_dir)
+    from gym_compose.stack_commands import StackArgs, build_command
+
+    build_command(StackArgs(request, _stack_options(project, False, 11000)))
 
 
 @app.command(context_settings=STACK_COMMAND)
 def up(
     ctx: typer.Context,
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Return once every service is healthy.")] = False,
-    publish: Annotated[bool, typer.Option("--publish", help="Also publish every server on 127.0.0.1.")] = False,
+    publish: PublishOpt = False,
+    project: ProjectOpt = "gym-compose",
+    head_port: HeadPortOpt = 11000,
     config: ConfigOpt = None,
     resources_server: ResourcesServerOpt = None,
     model_type: ModelTypeOpt = None,
@@ -177,26 +204,45 @@ def up(
     model_api_key: ModelKeyOpt = None,
     search_dir: SearchDirOpt = None,
 ) -> None:
-    """Resolve, render, build what is missing, start, and wait until every service is healthy."""
-    raise NotBuiltYet("up")
+    """Resolve, render, build what is missing, start, and wait until every service is healthy.
+
+    Without -d it stays attached (logs), reports a container that dies, and on Ctrl-C stops
+    everything with a grace period.
+    """
+    request = _config_request(ctx, config, resources_server, model_type, agent_type, benchmark,
+                              environment, model, model_url, model_api_key, search_dir)
+    from gym_compose.stack_commands import StackArgs, up_command
+
+    up_command(StackArgs(request, _stack_options(project, publish, head_port)), detach=detach)
 
 
 @app.command()
-def down() -> None:
+def down(project: ProjectOpt = "gym-compose") -> None:
     """Remove the project's containers, networks and volumes (never the results folder)."""
-    raise NotBuiltYet("down")
+    from gym_compose.stack_commands import down_command
+
+    down_command(project)
 
 
 @app.command()
-def ps() -> None:
-    """Show the project's services and their health."""
-    raise NotBuiltYet("ps")
+def ps(project: ProjectOpt = "gym-compose") -> None:
+    """Show the project's services, their health and published addresses."""
+    from gym_compose.stack_commands import ps_command
+
+    ps_command(project)
 
 
 @app.command()
-def logs() -> None:
+def logs(
+    services: Annotated[Optional[list[str]], typer.Argument(help="Services to show (default: all).")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep following new lines.")] = False,
+    tail: Annotated[Optional[str], typer.Option("--tail", help="Lines from the end of each log.")] = None,
+    project: ProjectOpt = "gym-compose",
+) -> None:
     """Show service logs (passes through to `docker compose logs`)."""
-    raise NotBuiltYet("logs")
+    from gym_compose.stack_commands import logs_command
+
+    raise typer.Exit(logs_command(project, list(services or []), follow, tail))
 
 
 @app.command("list")

@@ -1,0 +1,231 @@
+"""The stack: what runs, as a pure function of the merged config. No Docker, no files.
+
+`plan_stack` turns a merged NeMo Gym config into a `Stack`: one `Service` per server instance,
+plus the head and the collector, the two config views (in-network for containers, host view for
+clients outside the network) and the secrets pulled out of the config.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gym_compose.config import find_implementation_dir, instances
+from gym_compose.config.redact import is_secret_key
+from gym_compose.errors import UserError
+
+SERVER_PORT = 8000
+HEAD_PORT = 11000
+HEAD_SERVICE = "head"
+COLLECTOR_SERVICE = "collector"
+SECRET_PREFIX = "secret://"
+PROJECT_LABEL = "io.gym-compose.project"
+
+ROLE_BY_SERVER_TYPE = {
+    "environment_servers": "environment",
+    "responses_api_agents": "agent",
+    "responses_api_models": "model",
+    "resources_servers": "resources",
+}
+
+# Keys of a server's `docker:` block that map onto compose service fields.
+DOCKER_OVERRIDES = {
+    "memory": "mem_limit",
+    "cpus": "cpus",
+    "pids": "pids_limit",
+    "user": "user",
+    "cap_add": "cap_add",
+    "read_only": "read_only",
+    "shm_size": "shm_size",
+    "environment": "environment",
+    "volumes": "volumes",
+}
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    project: str = "gym-compose"
+    head_port: int = HEAD_PORT
+    publish_all: bool = False
+    bind_address: str = "127.0.0.1"
+
+
+@dataclass
+class Service:
+    name: str
+    role: str  # head | environment | agent | model | resources
+    instance: str | None = None
+    implementation: str | None = None
+    source_dir: Path | None = None  # folder with the implementation's app.py; None: base image
+    port: int = SERVER_PORT
+    published_port: int | None = None
+    secrets: list[str] = field(default_factory=list)
+    depends_on: list[str] = field(default_factory=list)
+    docker: dict[str, Any] = field(default_factory=dict)  # compose fields overridden by config
+
+
+@dataclass
+class Stack:
+    project: str
+    services: list[Service]
+    network_config: dict[str, Any]  # NEMO_GYM_CONFIG_DICT inside containers
+    host_config: dict[str, Any]  # what the head serves to clients on the host
+    secrets: dict[str, str]  # secret name -> value, written to files, never into compose.yaml
+    options: StackOptions
+
+    def service(self, name: str) -> Service:
+        return next(s for s in self.services if s.name == name)
+
+    @property
+    def environment_services(self) -> list[Service]:
+        return [s for s in self.services if s.role == "environment"]
+
+
+def service_name(instance_name: str) -> str:
+    """A DNS-safe compose service name for an instance name."""
+    name = re.sub(r"[^a-z0-9-]+", "-", instance_name.lower()).strip("-")
+    if not name:
+        raise UserError(f"server instance name {instance_name!r} has no letters or digits")
+    return name
+
+
+def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = StackOptions()) -> Stack:
+    found = instances(data)
+    if not found:
+        raise UserError(
+            "the config defines no server instances",
+            hint="select some, e.g. --resources-server example_single_tool_call, or --benchmark NAME",
+        )
+    services: list[Service] = []
+    taken: dict[str, str] = {}
+    for instance in found:
+        name = service_name(instance.name)
+        if name in (HEAD_SERVICE, COLLECTOR_SERVICE):
+            name = f"{name}-server"
+        if name in taken:
+            raise UserError(
+                f"instances {taken[name]!r} and {instance.name!r} map to the same service name {name!r}",
+                hint="rename one of them",
+            )
+        taken[name] = instance.name
+        services.append(
+            Service(
+                name=name,
+                role=ROLE_BY_SERVER_TYPE[instance.server_type],
+                instance=instance.name,
+                implementation=instance.implementation,
+                source_dir=_source_dir(instance, roots),
+                docker=_docker_overrides(instance.name, instance.spec.get("docker")),
+            )
+        )
+
+    next_port = options.head_port + 1
+    for service in services:
+        if options.publish_all or service.docker.pop("publish", False):
+            service.published_port = next_port
+            next_port += 1
+
+    network_config, secrets = _extract_secrets(copy.deepcopy(data))
+    host_config = copy.deepcopy(network_config)
+    for service in services:
+        spec = _instance_spec(network_config, service)
+        spec["host"], spec["port"] = service.name, SERVER_PORT
+        host_spec = _instance_spec(host_config, service)
+        if service.published_port:
+            host_spec["host"], host_spec["port"] = options.bind_address, service.published_port
+        else:
+            host_spec["host"], host_spec["port"] = service.name, SERVER_PORT
+        service.secrets = sorted(_secret_refs(spec) | _secret_refs(_top_level(network_config)))
+    network_config["head_server"] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
+    host_config["head_server"] = {"host": options.bind_address, "port": options.head_port}
+
+    head = Service(
+        name=HEAD_SERVICE,
+        role="head",
+        port=HEAD_PORT,
+        published_port=options.head_port,
+        depends_on=[s.name for s in services],
+    )
+    return Stack(
+        project=options.project,
+        services=[head, *services],
+        network_config=network_config,
+        host_config=host_config,
+        secrets=secrets,
+        options=options,
+    )
+
+
+def _source_dir(instance, roots: list[Path]) -> Path | None:
+    from gym_compose.server.builtin import BUILTIN_IMPLEMENTATIONS
+
+    found = find_implementation_dir(instance.server_type, instance.implementation, roots)
+    if found is not None and (found / instance.spec.get("entrypoint", "app.py")).is_file():
+        return found
+    if instance.implementation in BUILTIN_IMPLEMENTATIONS:
+        return None
+    tried = ", ".join(str(root) for root in roots)
+    raise UserError(
+        f"instance {instance.name!r}: no code found for implementation {instance.implementation!r}",
+        hint=f"expected server_images/{instance.implementation}/ or "
+        f"{instance.server_type}/{instance.implementation}/ holding "
+        f"{instance.spec.get('entrypoint', 'app.py')} under one of: {tried} (add roots with --search-dir)",
+    )
+
+
+def _docker_overrides(instance_name: str, block: Any) -> dict[str, Any]:
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise UserError(f"{instance_name}: `docker` must be a mapping, got {block!r}")
+    unknown = set(block) - set(DOCKER_OVERRIDES) - {"publish"}
+    if unknown:
+        raise UserError(
+            f"{instance_name}: unknown key(s) in `docker`: {', '.join(sorted(unknown))}",
+            hint=f"allowed: {', '.join(sorted([*DOCKER_OVERRIDES, 'publish']))}",
+        )
+    overrides = {DOCKER_OVERRIDES[key]: value for key, value in block.items() if key != "publish"}
+    if block.get("publish"):
+        overrides["publish"] = True
+    return overrides
+
+
+def _instance_spec(config: dict[str, Any], service: Service) -> dict[str, Any]:
+    server_types = config[service.instance]
+    (server_type,) = [key for key in server_types if key in ROLE_BY_SERVER_TYPE]
+    return server_types[server_type][service.implementation]
+
+
+def _top_level(config: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in config.items() if not isinstance(value, dict)}
+
+
+def _extract_secrets(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Replace every secret value by `secret://NAME`; return the config and NAME -> value."""
+    secrets: dict[str, str] = {}
+
+    def walk(node: Any, path: list[str]) -> Any:
+        if isinstance(node, dict):
+            return {key: walk(value, [*path, str(key)]) for key, value in node.items()}
+        if isinstance(node, list):
+            return [walk(value, [*path, str(i)]) for i, value in enumerate(node)]
+        if isinstance(node, str) and node and path and is_secret_key(path[-1]) and not node.startswith(SECRET_PREFIX):
+            name = re.sub(r"[^a-zA-Z0-9_.-]+", "_", ".".join(path))
+            secrets[name] = node
+            return SECRET_PREFIX + name
+        return node
+
+    return walk(config, []), secrets
+
+
+def _secret_refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        return set().union(*(_secret_refs(value) for value in node.values())) if node else set()
+    if isinstance(node, list):
+        return set().union(*(_secret_refs(value) for value in node)) if node else set()
+    if isinstance(node, str) and node.startswith(SECRET_PREFIX):
+        return {node[len(SECRET_PREFIX):]}
+    return set()

@@ -1,0 +1,159 @@
+"""Plan and render: a merged config becomes a compose project, with no Docker involved."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gym_compose.errors import UserError
+from gym_compose.plan import HEAD_SERVICE, SECRET_PREFIX, StackOptions, plan_stack, service_name
+from gym_compose.render import CollectorRun, compose_model, write_project
+
+
+def weather_config(api_key: str = "sk-very-secret") -> dict:
+    return {
+        "policy_base_url": "http://upstream.example:8000/v1",
+        "policy_api_key": api_key,
+        "policy_model_name": "m",
+        "server_spinup_timeout_seconds": 30,
+        "model_endpoint_readiness_timeout_seconds": 20,
+        "weather": {"resources_servers": {"weather_impl": {"entrypoint": "app.py", "domain": "agent"}}},
+        "Weather_Agent": {
+            "responses_api_agents": {
+                "simple_agent": {
+                    "entrypoint": "app.py",
+                    "resources_server": {"type": "resources_servers", "name": "weather"},
+                    "model_server": {"type": "responses_api_models", "name": "policy_model"},
+                }
+            }
+        },
+        "weather_env": {
+            "environment_servers": {
+                "legacy_agent": {
+                    "entrypoint": "app.py",
+                    "agent_server": {"type": "responses_api_agents", "name": "Weather_Agent"},
+                }
+            }
+        },
+        "policy_model": {
+            "responses_api_models": {
+                "openai_model": {
+                    "entrypoint": "app.py",
+                    "openai_base_url": "http://upstream.example:8000/v1",
+                    "openai_api_key": api_key,
+                    "openai_model": "m",
+                }
+            }
+        },
+    }
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> list[Path]:
+    impl = tmp_path / "server_images" / "weather_impl"
+    impl.mkdir(parents=True)
+    (impl / "app.py").write_text("print('hi')\n")
+    return [tmp_path]
+
+
+IMAGES = {"base": "gym-compose/base:abc"}
+
+
+def test_service_names_are_dns_safe():
+    assert service_name("Weather_Agent") == "weather-agent"
+    assert service_name("a.b__c") == "a-b-c"
+    with pytest.raises(UserError):
+        service_name("___")
+
+
+def test_one_service_per_instance_plus_head(roots):
+    stack = plan_stack(weather_config(), roots)
+    names = [s.name for s in stack.services]
+    assert names == [HEAD_SERVICE, "weather", "weather-agent", "weather-env", "policy-model"]
+    assert stack.service("weather").source_dir == roots[0] / "server_images" / "weather_impl"
+    assert stack.service("weather-agent").source_dir is None  # built-in: runs from the base image
+    assert set(stack.service(HEAD_SERVICE).depends_on) == set(names[1:])
+
+
+def test_in_network_view_uses_service_names_and_host_view_published_addresses(roots):
+    stack = plan_stack(weather_config(), roots, StackOptions(publish_all=True, head_port=12000))
+    agent = stack.network_config["Weather_Agent"]["responses_api_agents"]["simple_agent"]
+    assert (agent["host"], agent["port"]) == ("weather-agent", 8000)
+    host_agent = stack.host_config["Weather_Agent"]["responses_api_agents"]["simple_agent"]
+    assert host_agent["host"] == "127.0.0.1" and 12000 < host_agent["port"] < 12010
+    assert stack.host_config["head_server"] == {"host": "127.0.0.1", "port": 12000}
+    assert stack.network_config["head_server"] == {"host": "head", "port": 11000}
+
+
+def test_secrets_leave_the_config_and_never_reach_compose_yaml(roots, tmp_path):
+    stack = plan_stack(weather_config("sk-very-secret"), roots)
+    model = stack.network_config["policy_model"]["responses_api_models"]["openai_model"]
+    assert model["openai_api_key"].startswith(SECRET_PREFIX)
+    assert "sk-very-secret" in stack.secrets.values()
+    assert stack.service("policy-model").secrets  # the model server gets its key file
+    out = tmp_path / "rendered"
+    compose_file = write_project(stack, IMAGES, out)
+    text = compose_file.read_text()
+    assert "sk-very-secret" not in text
+    rendered = yaml.safe_load(text)
+    assert set(rendered["secrets"]) == set(stack.secrets)
+    for name, value in stack.secrets.items():
+        assert (out / "secrets" / name).read_text() == value
+
+
+def test_rendered_services_have_safe_defaults_healthchecks_and_readiness_order(roots):
+    stack = plan_stack(weather_config(), roots)
+    model = compose_model(stack, {**IMAGES, "weather": "gym-compose/weather_impl:123"})
+    services = model["services"]
+    assert services["weather"]["image"] == "gym-compose/weather_impl:123"
+    assert services["weather-agent"]["image"] == IMAGES["base"]
+    for name, service in services.items():
+        assert service["cap_drop"] == ["ALL"]
+        assert "no-new-privileges:true" in service["security_opt"]
+        assert service["user"] != "root" and not str(service["user"]).startswith("0")
+        assert service["labels"]["io.gym-compose.project"] == "gym-compose"
+        assert service["healthcheck"]["test"][-1] == ("11000" if name == HEAD_SERVICE else "8000")
+    head = services[HEAD_SERVICE]
+    assert head["ports"] == ["127.0.0.1:11000:11000"]
+    assert all(dep["condition"] == "service_healthy" for dep in head["depends_on"].values())
+    assert yaml.safe_load(head["environment"]["GYM_COMPOSE_HEAD_VIEW"])["head_server"]["host"] == "127.0.0.1"
+    # the model server waits for its upstream too, so its start period covers both timeouts
+    assert services["policy-model"]["healthcheck"]["start_period"] == "50s"
+    assert services["weather"]["healthcheck"]["start_period"] == "30s"
+    assert "ports" not in services["weather"]
+
+
+def test_docker_block_overrides_limits_and_publishes(roots):
+    config = weather_config()
+    config["weather"]["resources_servers"]["weather_impl"]["docker"] = {"memory": "2g", "pids": 64, "publish": True}
+    stack = plan_stack(config, roots)
+    service = compose_model(stack, IMAGES)["services"]["weather"]
+    assert service["mem_limit"] == "2g" and service["pids_limit"] == 64
+    assert service["ports"] == ["127.0.0.1:11001:8000"]
+
+
+def test_unknown_docker_key_is_a_clear_error(roots):
+    config = weather_config()
+    config["weather"]["resources_servers"]["weather_impl"]["docker"] = {"memroy": "2g"}
+    with pytest.raises(UserError, match="memroy"):
+        plan_stack(config, roots)
+
+
+def test_missing_implementation_names_instance_and_roots(tmp_path):
+    with pytest.raises(UserError) as error:
+        plan_stack(weather_config(), [tmp_path])
+    assert "weather_impl" in str(error.value) and str(tmp_path) in str(error.value)
+
+
+def test_collector_mounts_input_read_only_and_results(roots, tmp_path):
+    stack = plan_stack(weather_config(), roots)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("{}\n")
+    run = CollectorRun(input_file=rows, output_dir=tmp_path / "out", args=["--limit", "2"])
+    collector = compose_model(stack, IMAGES, run)["services"]["collector"]
+    assert collector["profiles"] == ["collect"]
+    mounts = {m["target"]: m for m in collector["volumes"]}
+    assert mounts["/input/rows.jsonl"]["read_only"] is True
+    assert mounts["/results"]["source"] == str((tmp_path / "out").resolve())
+    assert collector["command"][-2:] == ["--limit", "2"]
+    assert collector["depends_on"] == {HEAD_SERVICE: {"condition": "service_healthy"}}
