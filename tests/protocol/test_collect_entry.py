@@ -228,3 +228,19 @@ def read_jsonl_lenient(path: Path) -> list[str]:
     if not path.exists():
         return []
     return [line for line in path.read_bytes().split(b"\n")[:-1] if line]
+
+
+def test_bad_input_exits_2_before_any_rollout(servers, tmp_path):
+    port = servers("ok")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"responses_create_params": {"input": "a"}, "agent_ref": {"name": "agent"}}\n'
+                    '{"responses_create_params": {"input": "b"}, "agent_ref": {"name": "nobody"}}\n')
+    out = tmp_path / "out"
+    done = run_collector({"agent": port}, rows, out)
+    assert done.returncode == 2
+    assert "line 2" in done.stderr and "'nobody'" in done.stderr and "agents there are: agent" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (out / "rollouts.jsonl").exists()
+    rows.write_text('{"responses_create_params": {"input": "a"}}\nnot json\n')
+    done = run_collector({"agent": port}, rows, out)
+    assert done.returncode == 2 and "rows.jsonl, line 2: not valid JSON" in done.stderr
