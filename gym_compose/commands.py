@@ -1,0 +1,36 @@
+"""What `gym-compose resolve` and `gym-compose list` do, apart from argument parsing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from gym_compose.config import ConfigRequest, discover, load, redact, search_roots
+from gym_compose.config.search import SELECTOR_FLAGS
+
+
+def print_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+
+
+def resolve_command(request: ConfigRequest, cwd: Path | None = None) -> None:
+    """The merged config as YAML on stdout (secrets as '****'); everything else on stderr."""
+    loaded = load(request, cwd=cwd)
+    print_warnings(loaded.warnings)
+    sys.stdout.write(yaml.safe_dump(redact(loaded.data), sort_keys=False, allow_unicode=True))
+
+
+def list_command(search_dirs: list[Path], cwd: Path | None = None) -> None:
+    """One aligned row per component a selector can find: selector flag, name, config path."""
+    roots = search_roots(search_dirs, (cwd or Path.cwd()).resolve())
+    components = discover(roots)
+    if not components:
+        print("nothing found under: " + ", ".join(map(str, roots)), file=sys.stderr)
+        return
+    rows = [("SELECTOR", "NAME", "PATH")] + [(SELECTOR_FLAGS[c.kind], c.selector, str(c.path)) for c in components]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    for flag, name, path in rows:
+        print(f"{flag:<{widths[0]}}  {name:<{widths[1]}}  {path}")

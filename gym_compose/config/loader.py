@@ -1,0 +1,173 @@
+"""`load`: every config source merged the way NeMo Gym merges them.
+
+Sources, low to high priority: the `config_paths` files (`--config` files, then selector files in
+NeMo Gym's fixed category order, with their includes), `env.yaml` in the working directory, then
+the command line (`-m/--model`, `--model-url`, `--model-api-key`, then the overrides). Directives
+run on the merged result, then unset values, interpolations, generated environment servers and
+validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from gym_compose.config.constants import MODELS, RESERVED_KEYS
+from gym_compose.config.directives import apply_directives
+from gym_compose.config.finalize import raise_on_missing, to_plain
+from gym_compose.config.includes import ConfigEntry, LoadedFile, load_includes
+from gym_compose.config.legacy import add_legacy_environment_servers
+from gym_compose.config.overrides import Override, apply_overrides, parse_overrides
+from gym_compose.config.request import ConfigRequest
+from gym_compose.config.search import SELECTOR_ORDER, find_selector_file, search_roots
+from gym_compose.config.validate import validate
+from gym_compose.config.yaml_files import read_config_file
+from gym_compose.errors import UserError
+
+ENV_FILE = "env.yaml"
+COMMAND_LINE = "the command line"
+DEFAULT_MODEL_TYPE = "mock_model"
+MOCK_MODEL_NOTICE = (
+    "notice: no model selected, so the built-in mock model serves policy_model; for a real one pass "
+    "--model-type openai_model --model-url URL -m MODEL --model-api-key KEY"
+)
+
+
+@dataclass
+class LoadedConfig:
+    data: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    search_roots: list[Path] = field(default_factory=list)
+    # top-level key -> the source that last set it (a file path, env.yaml, the command line)
+    origins: dict[str, str] = field(default_factory=dict)
+
+
+def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
+    cwd = (cwd or Path.cwd()).resolve()
+    roots = search_roots(request.search_dirs, cwd)
+    warnings: list[str] = []
+
+    overrides = _model_flag_overrides(request) + parse_overrides(request.overrides)
+    override_paths, overrides = _split_config_paths(overrides)
+
+    env_file = cwd / ENV_FILE
+    env_config = read_config_file(env_file) if env_file.is_file() else None
+
+    top_entries = _top_entries(request, roots, cwd, override_paths)
+    if not top_entries and env_config is not None:
+        top_entries = [ConfigEntry(text=str(p), first_root=cwd, included_by=env_file)
+                       for p in _as_path_list(env_config.get("config_paths"), env_file)]
+    included = load_includes(top_entries, roots) if top_entries else None
+    files = list(included.files_in_merge_order) if included else []
+    if included and included.duplicates:
+        warnings.append("note: config(s) included more than once, loaded once: " + ", ".join(sorted(set(included.duplicates))))
+
+    if not request.model_types and not _defines_a_model([f.config for f in files] + ([env_config] if env_config else [])):
+        mock = find_selector_file("model_type", DEFAULT_MODEL_TYPE, roots)
+        files = list(load_includes([ConfigEntry(str(mock.path), mock.root)], roots).files_in_merge_order) + files
+        warnings.append(MOCK_MODEL_NOTICE)
+
+    origins: dict[str, str] = {}
+    merged = _merge_sources(files, env_config, env_file, origins)
+    apply_overrides(merged, overrides)
+    for override in overrides:
+        origins[override.key.split(".")[0]] = COMMAND_LINE
+    if included:
+        merged["config_paths"] = included.entries
+
+    apply_directives(merged, origins)
+    raise_on_missing(merged, origins)
+    data = to_plain(merged)
+
+    legacy_warnings = add_legacy_environment_servers(data)
+    for name in data:
+        origins.setdefault(name, "generated")
+    warnings += validate(data, origins)
+    warnings += legacy_warnings
+    return LoadedConfig(data=data, warnings=warnings, search_roots=roots, origins=origins)
+
+
+def _model_flag_overrides(request: ConfigRequest) -> list[Override]:
+    flags = [("-m/--model", "policy_model_name", request.model_name),
+             ("--model-url", "policy_base_url", request.model_url),
+             ("--model-api-key", "policy_api_key", request.model_api_key)]
+    return [Override(text=f"{flag} ...", key=key, value=value, kind="force_add")
+            for flag, key, value in flags if value is not None]
+
+
+def _split_config_paths(overrides: list[Override]) -> tuple[list[str], list[Override]]:
+    paths: list[str] = []
+    rest: list[Override] = []
+    for override in overrides:
+        if override.key == "config_paths" and override.kind != "delete":
+            value = override.value
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise UserError(f"override {override.text!r}: config_paths must be a list of paths",
+                                hint="e.g. '+config_paths=[a.yaml,b.yaml]', or use --config")
+            paths += value
+        else:
+            rest.append(override)
+    return paths, rest
+
+
+def _as_path_list(value: Any, source: Path) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    items = list(value) if not isinstance(value, (dict, DictConfig)) else None
+    if items is None or not all(isinstance(v, str) for v in items):
+        raise UserError(f"{source}: config_paths must be a list of file paths, got {value!r}")
+    return items
+
+
+def _top_entries(request: ConfigRequest, roots: list[Path], cwd: Path, override_paths: list[str]) -> list[ConfigEntry]:
+    entries = [ConfigEntry(text=str(path), first_root=cwd) for path in request.config_files]
+    selected = {
+        "benchmark": request.benchmarks,
+        "environment": request.environments,
+        "resources_server": request.resources_servers,
+        "model_type": request.model_types,
+        "agent_type": request.agent_types,
+    }
+    for kind in SELECTOR_ORDER:
+        for value in selected[kind]:
+            found = find_selector_file(kind, value, roots)
+            entries.append(ConfigEntry(text=str(found.path), first_root=found.root))
+    entries += [ConfigEntry(text=path, first_root=cwd) for path in override_paths]
+    return entries
+
+
+def _defines_a_model(configs: list[DictConfig]) -> bool:
+    for config in configs:
+        for key in config.keys():
+            if key in RESERVED_KEYS:
+                continue
+            value = config._get_node(key)
+            if isinstance(value, DictConfig) and MODELS in value:
+                return True
+    return False
+
+
+def _merge_sources(files: list[LoadedFile], env_config: DictConfig | None, env_file: Path,
+                   origins: dict[str, str]) -> DictConfig:
+    sources: list[tuple[str, DictConfig]] = [(str(f.path), f.config) for f in files]
+    if env_config is not None:
+        sources.append((str(env_file), env_config))
+    merged = OmegaConf.create({})
+    for label, config in sources:
+        try:
+            merged = OmegaConf.merge(merged, config)
+        except OmegaConfBaseException as error:
+            raise UserError(f"{label}: cannot merge this file over the configs before it: "
+                            f"{str(error).splitlines()[0]}") from None
+        for key in config.keys():
+            origins[str(key)] = label
+    OmegaConf.set_struct(merged, False)
+    return merged

@@ -1,0 +1,29 @@
+"""Hiding secret values before a config is shown or written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MASK = "****"
+SECRET_KEY_PARTS = ("api_key", "token", "secret", "password")
+
+
+def is_secret_key(key: Any) -> bool:
+    lowered = str(key).lower()
+    return any(part in lowered for part in SECRET_KEY_PARTS)
+
+
+def redact(data: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `data` with every value under a secret-looking key (`*api_key*`, `*token*`,
+    `*secret*`, `*password*`) replaced by '****'. Unset values (None) stay None."""
+    return {key: _redact_value(value, is_secret_key(key)) for key, value in data.items()}
+
+
+def _redact_value(value: Any, secret: bool) -> Any:
+    if isinstance(value, dict):
+        return {k: _redact_value(v, secret or is_secret_key(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(item, secret) for item in value]
+    if secret and value is not None:
+        return MASK
+    return value
