@@ -1,0 +1,19 @@
+# A server implementation with a requirements.txt: its packages are installed into a staging
+# prefix in a throw-away stage, so the image gains only those packages and the server's files.
+# The base's own packages are pinned (constraints), so a server cannot replace the runtime's.
+ARG BASE_IMAGE
+
+FROM ${BASE_IMAGE} AS requirements
+ARG PIP_INSTALL_OPTIONS=""
+USER root
+COPY wheels/ /tmp/wheels/
+COPY requirements.txt /tmp/requirements.txt
+RUN pip freeze --all --exclude-editable > /tmp/base-constraints.txt \
+ && pip install --no-cache-dir --disable-pip-version-check --quiet ${PIP_INSTALL_OPTIONS} \
+        --find-links /tmp/wheels --prefix /tmp/staging \
+        -c /tmp/base-constraints.txt -r /tmp/requirements.txt \
+ && mkdir -p /tmp/staging
+
+FROM ${BASE_IMAGE}
+COPY --from=requirements /tmp/staging/ /opt/venv/
+COPY server/ /srv/server/

@@ -1,0 +1,4 @@
+# A server implementation with no requirements of its own: only its files on top of the base.
+ARG BASE_IMAGE
+FROM ${BASE_IMAGE}
+COPY server/ /srv/server/

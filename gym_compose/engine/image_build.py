@@ -1,0 +1,82 @@
+"""`docker build` (classic builder) with a compact progress view, and image inspection."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from gym_compose.engine import docker_cli
+from gym_compose.errors import UserError
+
+BUILD_TIMEOUT_S = 1800
+INSPECT_TIMEOUT_S = 30
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+# Steps that do work; ARG, ENV, LABEL and the like finish instantly and are not shown.
+_SHOWN_STEPS = ("FROM", "RUN", "COPY", "ADD")
+_LINE_WIDTH = 110
+
+
+class BuildProgress:
+    """Turns `docker build` output into one line per Dockerfile step (or every line, verbose).
+
+    Keeps the last lines so that a failed build can show what went wrong.
+    """
+
+    def __init__(self, tag: str, progress: Callable[[str], None], verbose: bool = False):
+        self.tag = tag
+        self.progress = progress
+        self.verbose = verbose
+        self.recent: deque[str] = deque(maxlen=30)
+
+    def __call__(self, line: str) -> None:
+        self.recent.append(line)
+        if self.verbose:
+            self.progress(f"  [{self.tag}] {line}")
+            return
+        step = _STEP.match(line)
+        if step and step.group(3).split(" ", 1)[0].upper() in _SHOWN_STEPS:
+            number, total, instruction = step.groups()
+            text = f"  [{self.tag}] {number}/{total} {instruction}"
+            self.progress(text if len(text) <= _LINE_WIDTH else text[: _LINE_WIDTH - 3] + "...")
+
+
+def build_image(
+    context: Path,
+    tag: str,
+    *,
+    build_args: Mapping[str, str],
+    labels: Mapping[str, str],
+    progress: Callable[[str], None],
+    verbose: bool = False,
+) -> None:
+    args = ["build", "--rm", "--force-rm", "--tag", tag, "--file", str(context / "Dockerfile")]
+    for name, value in build_args.items():
+        args += ["--build-arg", f"{name}={value}"]
+    for name, value in labels.items():
+        args += ["--label", f"{name}={value}"]
+    args.append(str(context))
+    display = BuildProgress(tag, progress, verbose)
+    result = docker_cli.run_docker(
+        args, timeout=BUILD_TIMEOUT_S, check=False, on_line=display, env={"DOCKER_BUILDKIT": "0"}
+    )
+    if not result.ok:
+        output = "\n".join("    " + line for line in display.recent)
+        raise UserError(
+            f"Building image {tag} failed:\n{output}",
+            hint="read the step output above; GYM_COMPOSE_BUILD_VERBOSE=1 shows every line of the build",
+        )
+
+
+def inspect_image(tag: str) -> dict | None:
+    """`docker image inspect` of one image, or None when it does not exist locally."""
+    result = docker_cli.run_docker(
+        ["image", "inspect", tag], timeout=INSPECT_TIMEOUT_S, retries=2, check=False
+    )
+    if not result.ok:
+        if "No such image" in result.stderr or "No such object" in result.stderr:
+            return None
+        raise docker_cli.DockerCommandError(result)
+    return json.loads(result.stdout)[0]

@@ -1,0 +1,45 @@
+"""Where images and their host-side caches live, and the environment variables that change it."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+IMAGE_PREFIX = "gym-compose"
+IMAGE_LABEL = "io.gym-compose.image"
+DEFAULT_PUBLIC_BASE = "python:3.11-slim"
+PYTHON_VERSION = "3.11"
+DEBIAN_SUITE = "bookworm"
+# glibc of Debian bookworm; wheels for any manylinux up to this version run on the offline base.
+DEBIAN_GLIBC = (2, 36)
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    cache_dir: Path
+    public_base: str
+    offline: bool
+    debian_mirror: str | None
+    verbose: bool
+
+    @classmethod
+    def from_env(cls) -> "ImageSettings":
+        env = os.environ
+        cache_root = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        return cls(
+            cache_dir=Path(env.get("GYM_COMPOSE_CACHE_DIR") or cache_root / "gym-compose"),
+            public_base=env.get("GYM_COMPOSE_BASE_IMAGE") or DEFAULT_PUBLIC_BASE,
+            offline=env.get("GYM_COMPOSE_OFFLINE", "").strip().lower() in _TRUE,
+            debian_mirror=env.get("GYM_COMPOSE_DEBIAN_MIRROR") or None,
+            verbose=env.get("GYM_COMPOSE_BUILD_VERBOSE", "").strip().lower() in _TRUE,
+        )
+
+
+def machine_arch() -> str:
+    """The CPU architecture as wheel platform tags spell it (x86_64, aarch64)."""
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)

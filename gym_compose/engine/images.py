@@ -1,0 +1,262 @@
+"""Images: the base (Python + gym_compose runtime) and one per server implementation.
+
+Tags carry a hash of everything that goes into the image, so an unchanged image is never
+rebuilt. The base's parent is a public Python image; when it cannot be pulled (no registry),
+or GYM_COMPOSE_OFFLINE=1, an offline Debian image and a host-side wheelhouse are used instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gym_compose.engine import docker_cli
+from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.debian_base import ensure_debian_python_image
+from gym_compose.engine.image_build import build_image, inspect_image
+from gym_compose.engine.image_hash import ContentHash, tree_files
+from gym_compose.engine.image_settings import IMAGE_LABEL, IMAGE_PREFIX, PYTHON_VERSION, ImageSettings
+from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
+from gym_compose.errors import UserError
+
+Progress = Callable[[str], None]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = PROJECT_ROOT / "gym_compose"
+DOCKER_DIR = PROJECT_ROOT / "docker"
+RUNTIME_REQUIREMENTS = DOCKER_DIR / "runtime-requirements.txt"
+# Host-only parts of the package: the containers run gym_compose.server and gym_compose.collect.
+HOST_ONLY_MODULES = ("engine", "config", "cli.py", "__main__.py", "plan.py", "render.py")
+# Never copied into a server image: tests and caches (data/ and configs/ are).
+SERVER_SKIPPED = ("tests",)
+PULL_TIMEOUT_S = 900
+OFFLINE_PIP_OPTIONS = "--no-index"
+# NeMo Gym servers list the NeMo Gym package itself; the base image's runtime stands in for it.
+_NEMO_GYM_REQUIREMENT = re.compile(r"^\s*(-e\s+)?nemo[-_]gym\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Parent:
+    """The image the base is built FROM, and how it was obtained."""
+
+    image: str
+    image_id: str
+    offline: bool
+    reason: str
+
+
+def ensure_base_image(progress: Progress = print) -> str:
+    """Tag of the local base image `gym-compose/base:<hash>`, built when missing."""
+    settings = ImageSettings.from_env()
+    parent = choose_parent(settings, progress)
+    sources = tree_files(PACKAGE_DIR, skip=HOST_ONLY_MODULES)
+    requirements = _read_runtime_requirements()
+    dockerfile = (DOCKER_DIR / "base.Dockerfile").read_text()
+    pip_options = OFFLINE_PIP_OPTIONS if parent.offline else ""
+    digest = (
+        ContentHash()
+        .add_text("dockerfile", dockerfile)
+        .add_text("requirements", requirements)
+        .add_text("parent", parent.image_id)
+        .add_text("pip-options", pip_options)
+        .add_text("python", PYTHON_VERSION)
+        .add_tree("gym_compose", PACKAGE_DIR, sources)
+        .hexdigest()
+    )
+    tag = f"{IMAGE_PREFIX}/base:{digest}"
+    if image_exists(tag):
+        progress(f"base image {tag} is up to date ({parent.reason})")
+        return tag
+    with file_lock(settings.cache_dir / "locks" / f"base-{digest}.lock"), _build_context(settings) as context:
+        if image_exists(tag):
+            return tag
+        progress(f"building base image {tag} ({parent.reason})")
+        wheels = context / "wheels"
+        wheels.mkdir()
+        if parent.offline:
+            _link_wheels(ensure_wheelhouse(requirements, settings.cache_dir, progress), wheels)
+        (context / "Dockerfile").write_text(dockerfile)
+        (context / "runtime-requirements.txt").write_text(requirements)
+        _copy_files(PACKAGE_DIR, sources, context / "gym_compose")
+        build_image(
+            context,
+            tag,
+            build_args={"PARENT_IMAGE": parent.image, "PYTHON_VERSION": PYTHON_VERSION, "PIP_INSTALL_OPTIONS": pip_options},
+            labels={IMAGE_LABEL: "base", f"{IMAGE_LABEL}.parent": parent.image},
+            progress=progress,
+            verbose=settings.verbose,
+        )
+    return tag
+
+
+def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progress = print) -> str:
+    """Tag of `gym-compose/<impl>:<hash>`: the base plus the implementation folder at /srv/server
+    and the packages of its requirements.txt; built when missing."""
+    settings = ImageSettings.from_env()
+    implementation_dir = Path(implementation_dir)
+    if not implementation_dir.is_dir():
+        raise UserError(
+            f"Server implementation folder {implementation_dir} does not exist.",
+            hint="check the implementation name in the config and the search roots (--search-dir)",
+        )
+    name = image_name(implementation_dir.name)
+    files = tree_files(implementation_dir, skip=SERVER_SKIPPED)
+    requirements = server_requirements(implementation_dir)
+    dockerfile = server_dockerfile(has_requirements=bool(requirements))
+    offline = _is_offline_base(base_tag)
+    digest = (
+        ContentHash()
+        .add_text("dockerfile", dockerfile)
+        .add_text("base", base_tag)
+        .add_text("requirements", requirements)
+        .add_tree("server", implementation_dir, files)
+        .hexdigest()
+    )
+    tag = f"{IMAGE_PREFIX}/{name}:{digest}"
+    if image_exists(tag):
+        progress(f"server image {tag} is up to date")
+        return tag
+    with file_lock(settings.cache_dir / "locks" / f"{name}-{digest}.lock"), _build_context(settings) as context:
+        if image_exists(tag):
+            return tag
+        progress(f"building server image {tag}")
+        (context / "wheels").mkdir()
+        if requirements and offline:
+            runtime = ensure_wheelhouse(_read_runtime_requirements(), settings.cache_dir, progress)
+            own = ensure_wheelhouse(requirements, settings.cache_dir, progress, constraints=pinned_versions(runtime))
+            _link_wheels(own, context / "wheels")
+        (context / "Dockerfile").write_text(dockerfile)
+        (context / "requirements.txt").write_text(requirements)
+        _copy_files(implementation_dir, files, context / "server")
+        build_image(
+            context,
+            tag,
+            build_args={"BASE_IMAGE": base_tag, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""},
+            labels={IMAGE_LABEL: "server", f"{IMAGE_LABEL}.base": base_tag},
+            progress=progress,
+            verbose=settings.verbose,
+        )
+    return tag
+
+
+def choose_parent(settings: ImageSettings, progress: Progress) -> Parent:
+    """The public Python image when it is here or can be pulled, else the offline Debian image."""
+    if not settings.offline:
+        local = inspect_image(settings.public_base)
+        if local is not None:
+            return Parent(settings.public_base, local["Id"], False, f"from {settings.public_base}")
+        pulled = docker_cli.run_docker(
+            ["pull", "--quiet", settings.public_base], timeout=PULL_TIMEOUT_S, retries=2, check=False
+        )
+        if pulled.ok:
+            image = inspect_image(settings.public_base)
+            if image is not None:
+                return Parent(settings.public_base, image["Id"], False, f"pulled {settings.public_base}")
+        why = _last_line(pulled.stderr or pulled.stdout) or "pull failed"
+        progress(f"base image: cannot pull {settings.public_base} ({why}); taking the offline path")
+        reason = "offline bootstrap"
+    else:
+        reason = "offline bootstrap, GYM_COMPOSE_OFFLINE is set"
+    debian = ensure_debian_python_image(settings, progress)
+    image = inspect_image(debian)
+    if image is None:
+        raise UserError(f"The offline parent image {debian} vanished right after it was imported.")
+    return Parent(debian, image["Id"], True, reason)
+
+
+def image_exists(tag: str) -> bool:
+    return inspect_image(tag) is not None
+
+
+def image_digest(tag: str) -> str:
+    """The local image's content id (`sha256:...`), the identity recorded with results."""
+    image = inspect_image(tag)
+    if image is None:
+        raise UserError(f"Image {tag} does not exist.", hint="build it with `gym-compose build`")
+    return image["Id"]
+
+
+def image_size(tag: str) -> int:
+    """Bytes of the image including its parents' layers."""
+    image = inspect_image(tag)
+    if image is None:
+        raise UserError(f"Image {tag} does not exist.", hint="build it with `gym-compose build`")
+    return int(image["Size"])
+
+
+def image_name(implementation: str) -> str:
+    """A valid Docker repository name component for an implementation folder name."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", implementation.lower()).strip("._-")
+    if not name:
+        raise UserError(f"Cannot derive an image name from implementation folder {implementation!r}.")
+    return name
+
+
+def server_requirements(implementation_dir: Path) -> str:
+    """The installable lines of requirements.txt ('' when absent or empty)."""
+    path = implementation_dir / "requirements.txt"
+    if not path.is_file():
+        return ""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    kept = [line for line in lines if line and not line.startswith("#") and not _NEMO_GYM_REQUIREMENT.match(line)]
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+def server_dockerfile(has_requirements: bool) -> str:
+    template = "server-requirements.Dockerfile" if has_requirements else "server.Dockerfile"
+    return (DOCKER_DIR / template).read_text()
+
+
+def _is_offline_base(base_tag: str) -> bool:
+    image = inspect_image(base_tag)
+    if image is None:
+        raise UserError(f"Base image {base_tag} does not exist.", hint="build it first with ensure_base_image()")
+    labels = (image.get("Config") or {}).get("Labels") or {}
+    return labels.get(f"{IMAGE_LABEL}.parent", "").startswith(f"{IMAGE_PREFIX}/debian-python:")
+
+
+def _read_runtime_requirements() -> str:
+    if not RUNTIME_REQUIREMENTS.is_file():
+        raise UserError(f"{RUNTIME_REQUIREMENTS} is missing; the base image cannot be built without it.")
+    return RUNTIME_REQUIREMENTS.read_text()
+
+
+class _build_context:
+    """A scratch folder next to the cache (same file system, so wheels are hard-linked)."""
+
+    def __init__(self, settings: ImageSettings):
+        self.parent = settings.cache_dir / "contexts"
+
+    def __enter__(self) -> Path:
+        self.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(tempfile.mkdtemp(dir=self.parent))
+        return self.path
+
+    def __exit__(self, *exc_info) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _link_wheels(wheelhouse: Path, target: Path) -> None:
+    for wheel in wheelhouse.glob("*.whl"):
+        try:
+            os.link(wheel, target / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, target / wheel.name)
+
+
+def _copy_files(root: Path, files: list[Path], target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for relative in files:
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / relative, destination)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

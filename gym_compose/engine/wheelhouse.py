@@ -1,0 +1,149 @@
+"""Host-side wheelhouses for builds with no network inside: wheels for the image's platform.
+
+A wheelhouse is a folder of wheels under the cache dir, keyed by everything that decides its
+content (requirements, constraints, target platform), so a second build downloads nothing.
+Pure-Python packages that only ship an sdist are built into wheels on the host.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.image_hash import ContentHash
+from gym_compose.engine.image_settings import DEBIAN_GLIBC, PYTHON_VERSION, machine_arch
+from gym_compose.errors import UserError
+
+PIP_TIMEOUT_S = 900
+MAX_SDIST_BUILDS = 20
+_COMPLETE_MARKER = ".complete"
+_MISSING_DISTRIBUTION = re.compile(r"satisfies the requirement (\S+)")
+
+
+def platform_tags(arch: str | None = None) -> list[str]:
+    """manylinux tags that run on the offline base (Debian bookworm's glibc), newest first."""
+    arch = arch or machine_arch()
+    major, newest_minor = DEBIAN_GLIBC
+    tags = [f"manylinux_{major}_{minor}_{arch}" for minor in range(newest_minor, 16, -1)]
+    return tags + [f"manylinux2014_{arch}"]  # pip widens this one to manylinux2010 and manylinux1
+
+
+def target_options() -> list[str]:
+    python_tag = "cp" + PYTHON_VERSION.replace(".", "")
+    options = ["--only-binary=:all:", "--python-version", PYTHON_VERSION, "--implementation", "cp"]
+    options += ["--abi", python_tag]
+    for tag in platform_tags():
+        options += ["--platform", tag]
+    return options
+
+
+def ensure_wheelhouse(
+    requirements: str,
+    cache_dir: Path,
+    progress: Callable[[str], None],
+    constraints: str = "",
+) -> Path:
+    """A folder with wheels for `requirements` (and their dependencies) for the offline base."""
+    key = (
+        ContentHash()
+        .add_text("requirements", requirements)
+        .add_text("constraints", constraints)
+        .add_text("target", " ".join(target_options()))
+        .hexdigest()
+    )
+    wheelhouse = cache_dir / "wheels" / key
+    if (wheelhouse / _COMPLETE_MARKER).exists():
+        return wheelhouse
+    with file_lock(cache_dir / "locks" / f"wheels-{key}.lock"):
+        if (wheelhouse / _COMPLETE_MARKER).exists():
+            return wheelhouse
+        progress(f"wheelhouse: downloading wheels for {_describe(requirements)} (python {PYTHON_VERSION})")
+        wheelhouse.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=wheelhouse.parent))
+        try:
+            _download(requirements, constraints, staging)
+            (staging / _COMPLETE_MARKER).write_text("")
+            if wheelhouse.exists():
+                shutil.rmtree(wheelhouse)
+            staging.rename(wheelhouse)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return wheelhouse
+
+
+def pinned_versions(wheelhouse: Path) -> str:
+    """Constraints (`name==version` lines) for every wheel in the wheelhouse."""
+    lines = []
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        lines.append(f"{name}=={version}")
+    return "\n".join(lines) + "\n"
+
+
+def _download(requirements: str, constraints: str, target: Path) -> None:
+    (target / "requirements.txt").write_text(requirements)
+    (target / "constraints.txt").write_text(constraints)
+    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet"]
+    command += ["--dest", str(target), "--find-links", str(target)]
+    command += ["-r", str(target / "requirements.txt"), "-c", str(target / "constraints.txt")]
+    command += target_options()
+    for _ in range(MAX_SDIST_BUILDS):
+        completed = _run_pip(command)
+        if completed.returncode == 0:
+            (target / "requirements.txt").unlink()
+            (target / "constraints.txt").unlink()
+            return
+        missing = _MISSING_DISTRIBUTION.search(completed.stderr)
+        if not missing:
+            raise _pip_error("download wheels", completed.stderr)
+        _build_pure_python_wheel(missing.group(1), target)
+    raise UserError(f"Too many packages without wheels in:\n{requirements}")
+
+
+def _build_pure_python_wheel(requirement: str, target: Path) -> None:
+    """No wheel for the image's platform: build one on the host; only pure-Python ones fit."""
+    with tempfile.TemporaryDirectory() as scratch:
+        command = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--quiet"]
+        command += ["--no-deps", "--wheel-dir", scratch, requirement]
+        completed = _run_pip(command)
+        if completed.returncode != 0:
+            raise _pip_error(f"find or build a wheel for {requirement!r}", completed.stderr)
+        for wheel in Path(scratch).glob("*.whl"):
+            if not wheel.name.endswith("-none-any.whl"):
+                raise UserError(
+                    f"{requirement!r} has no wheel for Linux {machine_arch()} / Python {PYTHON_VERSION}, "
+                    "and it is not pure Python, so it cannot be installed into the offline base image.",
+                    hint="pin a version that publishes manylinux wheels, or build with a registry "
+                    "reachable (unset GYM_COMPOSE_OFFLINE)",
+                )
+            shutil.move(str(wheel), target / wheel.name)
+
+
+def _run_pip(command: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise UserError(
+            f"pip did not finish within {PIP_TIMEOUT_S} s while preparing wheels.",
+            hint="check that PyPI (or your PIP_INDEX_URL) is reachable from this machine",
+        ) from None
+
+
+def _pip_error(what: str, stderr: str) -> UserError:
+    tail = "\n".join("    " + line for line in stderr.strip().splitlines()[-15:])
+    return UserError(
+        f"pip could not {what} for the offline image build:\n{tail}",
+        hint="check the requirement names and that PyPI (or PIP_INDEX_URL) is reachable from this host",
+    )
+
+
+def _describe(requirements: str) -> str:
+    names = [line.split(";")[0].strip() for line in requirements.splitlines()]
+    names = [name for name in names if name and not name.startswith("#")]
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
