@@ -37,6 +37,11 @@ def apply_directives(config: DictConfig, origins: dict[str, str] | None = None) 
         _walk(config, config, frozen, path="", origins=origins or {}, depth=0)
 
 
+def _has(node: DictConfig, key: Any) -> bool:
+    """`key in node` is False for a '???' value; keys() still lists it."""
+    return key in node.keys()
+
+
 def _raw(node: DictConfig, key: Any) -> Any:
     """A child without resolving interpolations or tripping over `???`."""
     child = node._get_node(key)
@@ -49,14 +54,14 @@ def _walk(node: DictConfig, root: DictConfig, frozen: DictConfig, path: str, ori
     if depth > _MAX_CHAIN:
         raise UserError(f"_inherit_from/_copy chain at {path or 'the top level'} nests too deep; is there a cycle?")
     for key in list(node.keys()):
-        if key not in node:  # removed by an earlier _inherit_from at this level
+        if not _has(node, key):  # removed by an earlier _inherit_from at this level
             continue
         value = _raw(node, key)
         child_path = f"{path}.{key}" if path else str(key)
         where = _where(child_path, origins)
 
         late_deletes: set[str] = set()
-        if isinstance(value, DictConfig) and DELETE_KEY in value:
+        if isinstance(value, DictConfig) and _has(value, DELETE_KEY):
             late_deletes = _delete_present_keys(value, child_path, where)
 
         if isinstance(value, DictConfig):
@@ -94,7 +99,7 @@ def _walk(node: DictConfig, root: DictConfig, frozen: DictConfig, path: str, ori
             with open_dict(inherited):
                 _walk_self(inherited, root, frozen, child_path, origins, depth + 1)
                 for doomed in late_deletes:
-                    if doomed not in inherited:
+                    if not _has(inherited, doomed):
                         _raise_unknown_deletes({doomed}, inherited, child_path, where)
                     del inherited[doomed]
 
@@ -121,7 +126,7 @@ def _delete_present_keys(value: DictConfig, path: str, where: str) -> set[str]:
     else:
         raise UserError(f"{path}.{DELETE_KEY}{where}: expected a comma-separated string of keys, got {spec!r}")
     names = {name for name in names if name}
-    present = {name for name in names if name in value}
+    present = {name for name in names if _has(value, name)}
     for name in present:
         del value[name]
     return names - present
@@ -143,10 +148,10 @@ def _directive(value: Any, path: str, where: str) -> tuple[list[str] | None, boo
                 return _split(value[len(prefix):-1], path, where), keeps
         return None, False
     if isinstance(value, DictConfig):
-        if INHERIT_FROM in value and COPY in value:
+        if _has(value, INHERIT_FROM) and _has(value, COPY):
             raise UserError(f"{path}{where}: has both {INHERIT_FROM} and {COPY}; keep one")
         for directive, keeps in ((INHERIT_FROM, False), (COPY, True)):
-            if directive in value:
+            if _has(value, directive):
                 source = _raw(value, directive)
                 del value[directive]
                 if not isinstance(source, str) or not source.strip():
@@ -165,7 +170,7 @@ def _split(source: str, path: str, where: str) -> list[str]:
 def _lookup(frozen: DictConfig, source_path: list[str], path: str, where: str) -> Any:
     node: Any = frozen
     for depth, part in enumerate(source_path):
-        if not isinstance(node, DictConfig) or part not in node:
+        if not isinstance(node, DictConfig) or not _has(node, part):
             siblings = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
             shown = ".".join(source_path)
             raise UserError(
@@ -182,10 +187,10 @@ def _lookup(frozen: DictConfig, source_path: list[str], path: str, where: str) -
 def _remove(root: DictConfig, source_path: list[str]) -> None:
     node: Any = root
     for part in source_path[:-1]:
-        if not isinstance(node, DictConfig) or part not in node:
+        if not isinstance(node, DictConfig) or not _has(node, part):
             return  # already removed: several configs may inherit from one source
         node = _raw(node, part)
-    if isinstance(node, DictConfig) and source_path[-1] in node:
+    if isinstance(node, DictConfig) and _has(node, source_path[-1]):
         with open_dict(node):
             del node[source_path[-1]]
 

@@ -68,7 +68,8 @@ def _plain(value: Any) -> Any:
 def _key_exists(config: DictConfig, key: str) -> bool:
     node: Any = config
     for part in key.split("."):
-        if not isinstance(node, DictConfig) or part not in node:
+        # `in` on a DictConfig is False for a '???' value; keys() still lists it
+        if not isinstance(node, DictConfig) or part not in node.keys():
             return False
         node = node._get_node(part)
     return True
@@ -79,7 +80,7 @@ def _siblings(config: DictConfig, key: str) -> list[str]:
     parent_parts = key.split(".")[:-1]
     node: Any = config
     for part in parent_parts:
-        if not isinstance(node, DictConfig) or part not in node:
+        if not isinstance(node, DictConfig) or part not in node.keys():
             return []
         node = node._get_node(part)
     if not isinstance(node, DictConfig):
