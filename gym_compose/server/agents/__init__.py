@@ -1,0 +1,1 @@
+"""Built-in agents: simple_agent (seed/verify) and gymnasium_agent (reset/step)."""

@@ -1,0 +1,90 @@
+"""gymnasium_agent: `/reset`, then model -> `/step` until terminated or truncated; rewards summed.
+
+Reaching `max_steps` (default 10) without an end marks the episode truncated and closes the
+environment's session so its state is not left behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+
+from gym_compose.server.agents.common import RowError, as_input_list, check_row, task_header, user_message
+from gym_compose.server.agents.simple_agent import _row_error_response
+from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
+from gym_compose.server.protocol import add_usage
+from gym_compose.server.web import json_response, read_json_object
+
+
+class GymnasiumAgentConfig(BaseServerConfig):
+    resources_server: ServerRef
+    model_server: ServerRef
+    max_steps: int = 10
+
+
+class GymnasiumAgent(BaseServer):
+    config: GymnasiumAgentConfig
+
+    def setup_webserver(self) -> Starlette:
+        return Starlette(routes=[Route("/run", self._run_endpoint, methods=["POST"])])
+
+    async def _run_endpoint(self, request: Request):
+        row = await read_json_object(request)
+        try:
+            check_row(row)
+        except RowError as error:
+            return _row_error_response(error)
+        return json_response(await self.run(row, dict(request.cookies)))
+
+    async def run(self, row: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
+        client = self.server_client
+        environment = self.config.resources_server.name
+        model = self.config.model_server.name
+        reset, answer = await client.post_json(environment, "/reset", json=row, cookies=cookies)
+        cookies = {**cookies, **answer.cookies}
+
+        params = dict(row["responses_create_params"])
+        params["input"] = as_input_list(params["input"])
+        if reset.get("observation"):
+            params["input"].append(user_message(reset["observation"]))
+        headers = task_header(row)
+        new_items: list[Any] = []
+        total_reward, usage = 0.0, None
+        step: dict[str, Any] = {"terminated": False, "truncated": False, "info": {}}
+        finished = False
+        reply: dict[str, Any] = {}
+        for _ in range(max(1, self.config.max_steps)):
+            reply, _ = await client.post_json(
+                model, "/v1/responses", json={**params, "input": params["input"] + new_items}, headers=headers
+            )
+            new_items.extend(reply.get("output") or [])
+            usage = add_usage(usage, reply.get("usage"))
+            step, answer = await client.post_json(environment, "/step", json={**row, "response": reply}, cookies=cookies)
+            cookies.update(answer.cookies)
+            total_reward += float(step.get("reward") or 0.0)
+            if step.get("terminated") or step.get("truncated"):
+                finished = True
+                break
+            info = step.get("info") or {}
+            for tool_output in info.get("tool_outputs") or []:
+                new_items.append({"type": "function_call_output", "call_id": tool_output["call_id"],
+                                  "output": tool_output["output"]})
+            if step.get("observation"):
+                new_items.append(user_message(step["observation"]))
+        if not finished:
+            step = {**step, "truncated": True}
+            await client.post(environment, "/close_session", json={}, cookies=cookies)
+        reply["output"] = new_items
+        reply["usage"] = usage
+        return {
+            **row,
+            "responses_create_params": params,
+            "response": reply,
+            "reward": total_reward,
+            "terminated": bool(step.get("terminated")),
+            "truncated": bool(step.get("truncated")),
+            "info": step.get("info") or {},
+        }

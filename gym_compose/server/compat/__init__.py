@@ -1,0 +1,36 @@
+"""NeMo Gym import names for user app.py files, served by this runtime's classes.
+
+`install()` registers `nemo_gym.*` and `resources_servers.gymnasium` in sys.modules, only when the
+real NeMo Gym package is not importable. It covers the imports NeMo Gym's own example servers use
+(base_resources_server, server_utils, openai_utils, episode_types, config_types, verifier_fixture).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+
+from gym_compose.server.compat.names import MODULES
+
+
+def install(force: bool = False) -> bool:
+    """Register the compatibility modules; False when the real NeMo Gym is importable."""
+    if not force and "nemo_gym" not in sys.modules and importlib.util.find_spec("nemo_gym") is not None:
+        return False
+    if not force and isinstance(sys.modules.get("nemo_gym"), types.ModuleType) \
+            and not getattr(sys.modules["nemo_gym"], "__gym_compose_compat__", False):
+        return False
+    for module_name, attributes in MODULES.items():
+        module = sys.modules.get(module_name)
+        if module is None or getattr(module, "__gym_compose_compat__", False):
+            module = types.ModuleType(module_name, f"gym-compose compatibility shim for {module_name}")
+            module.__gym_compose_compat__ = True
+            module.__path__ = []  # a package, so submodules can be imported
+            sys.modules[module_name] = module
+        for name, value in attributes().items():
+            setattr(module, name, value)
+        parent, _, child = module_name.rpartition(".")
+        if parent and parent in sys.modules:
+            setattr(sys.modules[parent], child, module)
+    return True

@@ -1,0 +1,231 @@
+"""mock_model: a deterministic, offline stand-in for a policy model.
+
+Per request it decides one turn from what it is given:
+1. A script, when the row gives one: `responses_create_params.metadata.gym_mock_script` holds a
+   JSON string, a list of turns; turn N (N = assistant turns already in the input) is
+   `{"tool": NAME, "arguments": {...}}`, `{"tool_calls": [{"tool": ..., "arguments": ...}, ...]}`
+   or `{"text": "..."}`. Past the end of the script it answers as in 3.
+2. Otherwise, on the first turn, when tools are offered (and tool_choice is not "none"), it
+   calls the first function tool with arguments built from its JSON schema (a row field with
+   the same name as a property wins over the schema's example value).
+3. Then it answers with text. The text depends on `mode` (config key, or `gym_mock_mode` in the
+   row's metadata): `oracle` answers the row's expected answer, `adversary` a wrong one, `plain`
+   a fixed sentence. The expected answer is the first of `expected_answer`, `answer`,
+   `ground_truth`, `target` in the row's task fields, which agents send in the `x-gym-task`
+   header (base64url JSON of the row without its create params). No expected answer -> `plain`.
+
+Its responses' `model` field is always "gym-compose-mock-model".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Optional
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+
+from gym_compose.server.agents.common import TASK_HEADER, decode_task_header
+from gym_compose.server.base import BaseServer, BaseServerConfig
+from gym_compose.server.web import json_response, read_json_object
+
+MOCK_MODEL_NAME = "gym-compose-mock-model"
+EXPECTED_ANSWER_KEYS = ("expected_answer", "answer", "ground_truth", "target")
+PLAIN_ANSWER = "I have finished the task."
+MODES = ("oracle", "adversary", "plain")
+
+
+class MockModelConfig(BaseServerConfig):
+    mode: str = "oracle"
+
+
+def expected_answer(task: dict[str, Any]) -> Optional[Any]:
+    for key in EXPECTED_ANSWER_KEYS:
+        if task.get(key) is not None:
+            return task[key]
+    return None
+
+
+def wrong_answer(expected: Any) -> str:
+    """An answer that differs from `expected` in a way any checking verifier notices."""
+    text = str(expected).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return f"not {text}" if text else "wrong"
+    wrong = number + 1
+    return str(int(wrong)) if wrong.is_integer() else str(wrong)
+
+
+def example_value(schema: dict[str, Any], name: str, task: dict[str, Any]) -> Any:
+    if name in task:
+        return task[name]
+    if "default" in schema:
+        return schema["default"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.0))
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        return [example_value(schema.get("items") or {}, "", {}) for _ in range(int(schema.get("minItems", 1)))]
+    if kind == "object":
+        return arguments_from_schema(schema, task={})
+    return name or "example"
+
+
+def arguments_from_schema(schema: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties") or {}
+    return {name: example_value(prop or {}, name, task) for name, prop in properties.items()}
+
+
+def _function_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Function tools in Responses shape ({name, parameters}); chat shape ({function: {...}}) too."""
+    found = []
+    for tool in tools or []:
+        if tool.get("type", "function") != "function":
+            continue
+        found.append(tool.get("function") if isinstance(tool.get("function"), dict) else tool)
+    return found
+
+
+class TurnPlan:
+    """What the mock says this turn: tool calls [(name, arguments)] or a text."""
+
+    def __init__(self, calls: list[tuple[str, dict]] | None = None, text: str | None = None):
+        self.calls, self.text = calls or [], text
+
+
+def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata: dict[str, Any],
+              task: dict[str, Any], mode: str) -> TurnPlan:
+    script_text = (metadata or {}).get("gym_mock_script")
+    if script_text:
+        script = orjson.loads(script_text) if isinstance(script_text, str) else script_text
+        if not isinstance(script, list):
+            raise ValueError("metadata.gym_mock_script must be a JSON list of turns")
+        if turn < len(script):
+            step = script[turn]
+            if "text" in step:
+                return TurnPlan(text=str(step["text"]))
+            calls = step.get("tool_calls") or [step]
+            return TurnPlan(calls=[(str(c["tool"]), dict(c.get("arguments") or {})) for c in calls])
+    elif turn == 0 and tool_choice != "none":
+        functions = _function_tools(tools)
+        if functions:
+            first = functions[0]
+            return TurnPlan(calls=[(first["name"], arguments_from_schema(first.get("parameters") or {}, task))])
+    mode = str((metadata or {}).get("gym_mock_mode") or mode)
+    if mode not in MODES:
+        raise ValueError(f"mock_model mode must be one of {', '.join(MODES)}, not {mode!r}")
+    expected = expected_answer(task)
+    if expected is None or mode == "plain":
+        return TurnPlan(text=PLAIN_ANSWER)
+    return TurnPlan(text=str(expected) if mode == "oracle" else wrong_answer(expected))
+
+
+def count_assistant_turns(items: list[Any], is_assistant) -> int:
+    turns, previous = 0, False
+    for item in items:
+        current = isinstance(item, dict) and is_assistant(item)
+        if current and not previous:
+            turns += 1
+        previous = current
+    return turns
+
+
+def _is_responses_assistant_item(item: dict) -> bool:
+    return item.get("type") in ("function_call", "reasoning") or (
+        item.get("type", "message") == "message" and item.get("role") == "assistant"
+    )
+
+
+def _tokens(value: Any) -> int:
+    return max(1, len(orjson.dumps(value)) // 4)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.blake2b(orjson.dumps(value), digest_size=8).hexdigest()
+
+
+class MockModel(BaseServer):
+    config: MockModelConfig
+
+    def setup_webserver(self) -> Starlette:
+        if self.config.mode not in MODES:
+            raise ValueError(f"mock_model mode must be one of {', '.join(MODES)}, not {self.config.mode!r}")
+        return Starlette(routes=[
+            Route("/v1/responses", self._responses, methods=["POST"]),
+            Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+            Route("/v1/models", self._models, methods=["GET"]),
+        ])
+
+    async def _models(self, request: Request):
+        return json_response({"object": "list", "data": [{"id": MOCK_MODEL_NAME, "object": "model", "owned_by": "gym-compose"}]})
+
+    async def _responses(self, request: Request):
+        body = await read_json_object(request)
+        items = body.get("input") or []
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        task = decode_task_header(request.headers.get(TASK_HEADER))
+        turn = count_assistant_turns(items, _is_responses_assistant_item)
+        plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
+                         body.get("metadata") or {}, task, self.config.mode)
+        key = _digest([items, turn])
+        if plan.calls:
+            output = [
+                {"type": "function_call", "id": f"fc_{key}_{index}", "call_id": f"call_{key}_{index}",
+                 "name": name, "arguments": orjson.dumps(arguments).decode(), "status": "completed"}
+                for index, (name, arguments) in enumerate(plan.calls)
+            ]
+        else:
+            output = [{"type": "message", "id": f"msg_{key}", "role": "assistant", "status": "completed",
+                       "content": [{"type": "output_text", "text": plan.text, "annotations": []}]}]
+        input_tokens, output_tokens = _tokens(items), _tokens(output)
+        return json_response({
+            "id": f"resp_{key}", "object": "response", "created_at": 0.0, "model": MOCK_MODEL_NAME,
+            "status": "completed", "output": output, "error": None, "incomplete_details": None,
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "tool_choice": body.get("tool_choice", "auto"), "tools": body.get("tools") or [],
+            "metadata": body.get("metadata") or {},
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                      "total_tokens": input_tokens + output_tokens,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+        })
+
+    async def _chat_completions(self, request: Request):
+        body = await read_json_object(request)
+        messages = body.get("messages") or []
+        task = decode_task_header(request.headers.get(TASK_HEADER))
+        turn = sum(1 for message in messages if isinstance(message, dict) and message.get("role") == "assistant")
+        plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
+                         body.get("metadata") or {}, task, self.config.mode)
+        key = _digest([messages, turn])
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if plan.calls:
+            message["tool_calls"] = [
+                {"id": f"call_{key}_{index}", "type": "function",
+                 "function": {"name": name, "arguments": orjson.dumps(arguments).decode()}}
+                for index, (name, arguments) in enumerate(plan.calls)
+            ]
+            finish_reason = "tool_calls"
+        else:
+            message["content"] = plan.text
+            finish_reason = "stop"
+        prompt_tokens, completion_tokens = _tokens(messages), _tokens(message)
+        return json_response({
+            "id": f"chatcmpl_{key}", "object": "chat.completion", "created": 0, "model": MOCK_MODEL_NAME,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        })

@@ -1,0 +1,94 @@
+"""Readiness: a server is ready once it serves and each upstream model endpoint has answered.
+
+Upstream endpoints are the `*base_url` values of the server's own config. Each must answer
+`GET <base>/models` with any status. A host name that does not resolve on the first try is warned
+about and skipped (NeMo Gym's rule). `model_endpoint_readiness_timeout_seconds` (default 600, 0 =
+skip) bounds the wait; when it runs out the endpoints that never answered are logged and the
+process exits 1, so compose reports the service unhealthy instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+LOG = logging.getLogger("gym_compose.server.readiness")
+
+
+def upstream_base_urls(spec: dict[str, Any]) -> list[str]:
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and key.endswith("base_url"):
+                    urls = item if isinstance(item, list) else [item]
+                    found.extend(url for url in urls if isinstance(url, str) and url.startswith(("http://", "https://")))
+                else:
+                    walk(item)
+
+    walk(spec)
+    return list(dict.fromkeys(found))
+
+
+class Readiness:
+    def __init__(self, spec: dict[str, Any], global_config: dict[str, Any]):
+        self.pending = upstream_base_urls(spec)
+        self.timeout = float(global_config.get("model_endpoint_readiness_timeout_seconds", 600) or 0)
+        self.ready = not self.pending or self.timeout <= 0
+        self._task: asyncio.Task | None = None
+
+    @property
+    def reason(self) -> str:
+        return "waiting for upstream model endpoints: " + ", ".join(self.pending)
+
+    def start(self) -> None:
+        if not self.ready:
+            self._task = asyncio.get_running_loop().create_task(self._probe_all())
+
+    async def _probe_all(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + self.timeout
+        first_try = True
+        async with httpx.AsyncClient(timeout=5.0, verify=False) as client:
+            while self.pending:
+                for base_url in list(self.pending):
+                    if first_try and not _resolves(base_url):
+                        LOG.warning("upstream model endpoint %s does not resolve; not waiting for it", base_url)
+                        self.pending.remove(base_url)
+                        continue
+                    try:
+                        await client.get(base_url.rstrip("/") + "/models")
+                    except (httpx.TransportError, OSError):
+                        continue
+                    self.pending.remove(base_url)
+                first_try = False
+                if not self.pending:
+                    break
+                if time.monotonic() > deadline:
+                    print(
+                        f"gym-compose: upstream model endpoints never answered within {self.timeout:.0f} s "
+                        f"(model_endpoint_readiness_timeout_seconds): {', '.join(self.pending)}",
+                        file=sys.stderr, flush=True,
+                    )
+                    os._exit(1)
+                await asyncio.sleep(0.5)
+        self.ready = True
+
+
+def _resolves(url: str) -> bool:
+    host = urlsplit(url).hostname
+    if not host:
+        return False
+    try:
+        socket.getaddrinfo(host, None)
+    except socket.gaierror:
+        return False
+    return True

@@ -1,0 +1,118 @@
+"""Resources servers, seed/verify protocol: `/seed_session`, tool routes, `/verify`, `/close_session`."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import orjson
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gym_compose.server.base import BaseServer, BaseServerConfig
+from gym_compose.server.protocol import Response, ResponseCreateParams
+from gym_compose.server.sessions import SESSION_ID_KEY
+from gym_compose.server.web import JSONResponse
+
+
+class BaseResourcesServerConfig(BaseServerConfig):
+    domain: Optional[str] = None
+
+
+class BaseRunRequest(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    responses_create_params: ResponseCreateParams
+
+
+class BaseVerifyRequest(BaseRunRequest):
+    response: Response
+
+
+class BaseVerifyResponse(BaseVerifyRequest):
+    reward: float
+    mask_sample: bool = False
+    failure_kind: Optional[str] = None
+    failure_reason: Optional[str] = None
+
+
+class BaseSeedSessionRequest(BaseModel):
+    pass
+
+
+class BaseSeedSessionResponse(BaseModel):
+    pass
+
+
+class ResourcesSeedSessionRequest(BaseModel):
+    """An Environment Server's seed: a caller-chosen session id for one episode of one task."""
+
+    model_config = ConfigDict(extra="forbid")
+    resources_session_id: str = Field(min_length=1)
+    episode_id: str
+    task_id: str
+    task_data: dict[str, Any]
+
+
+class ResourcesSeedSessionResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    resources_session_id: str
+
+
+class ResourcesCloseSessionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    resources_session_id: str
+    episode_id: str
+
+
+class ResourcesCloseSessionResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    resources_session_id: str
+
+
+class SimpleResourcesServer(BaseServer):
+    """Subclass it, add tool routes in `setup_webserver()`, implement `verify()`.
+
+    Per-session state goes in a dict attribute keyed by `request.session[SESSION_ID_KEY]`; a
+    `session_state` dict is reaped after `session_idle_timeout_seconds` of idleness and emptied
+    for a session on `/close_session`.
+    """
+
+    config: BaseResourcesServerConfig
+
+    def setup_webserver(self) -> FastAPI:
+        app = FastAPI(default_response_class=JSONResponse, openapi_url=None, docs_url=None, redoc_url=None)
+        self.setup_session_middleware(app)
+        app.post("/seed_session")(self.seed_session)
+        app.post("/verify")(self.verify)
+        app.post("/close_session")(self._close_session_endpoint)
+        return app
+
+    async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
+        return BaseSeedSessionResponse()
+
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+        raise NotImplementedError(f"{type(self).__name__} must implement verify()")
+
+    async def close_resources_session(self, body: ResourcesCloseSessionRequest) -> ResourcesCloseSessionResponse:
+        return ResourcesCloseSessionResponse(resources_session_id=body.resources_session_id)
+
+    async def close_session(self, session_id: Optional[str]) -> None:
+        """Release what this server holds for a session. Safe to call repeatedly."""
+        for state in self.session_states():
+            state.pop(session_id, None)
+
+    async def _close_session_endpoint(self, request: Request) -> Any:
+        raw = await request.body()
+        body = orjson.loads(raw) if raw.strip() else {}
+        await self.close_session(request.session.get(SESSION_ID_KEY))
+        try:
+            typed = ResourcesCloseSessionRequest.model_validate(body)
+        except ValidationError:
+            return {}
+        closed = await self.close_resources_session(typed)
+        return closed.model_dump() if isinstance(closed, BaseModel) else closed
+
+    async def _release_reaped_session(self, session_id: str, value: Any) -> None:
+        await self.close_session(session_id)
+
+
+BaseResourcesServer = SimpleResourcesServer

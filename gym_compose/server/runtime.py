@@ -1,0 +1,118 @@
+"""Turn a server class into a running process: config -> instance -> ASGI app -> uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Optional
+
+from starlette.requests import Request
+from starlette.routing import Route
+
+from gym_compose.server.base import BaseServer
+from gym_compose.server.context import ServerContext, load_context
+from gym_compose.server.peers import PeerClient
+from gym_compose.server.readiness import Readiness
+from gym_compose.server.web import READY_PATH, ErrorBoundary, dumps, json_response, serve
+
+LOG = logging.getLogger("gym_compose.server")
+
+_current: Optional[ServerContext] = None
+
+
+def set_current_context(context: ServerContext) -> None:
+    global _current
+    _current = context
+
+
+def current_context() -> ServerContext:
+    """The context the entry loaded; a NeMo Gym app.py run directly loads it from the environment."""
+    global _current
+    if _current is None:
+        _current = load_context()
+    return _current
+
+
+def build_server(cls: type[BaseServer], context: ServerContext) -> BaseServer:
+    config_cls = cls.model_fields["config"].annotation
+    config_data = {**context.spec, "name": context.name}
+    config_data.setdefault("host", context.bind_host)
+    config_data.setdefault("port", context.port)
+    config = config_cls.model_validate(config_data)
+    return cls(config=config, server_client=PeerClient(context.global_config))
+
+
+async def _json_error(request: Request, error: Exception):
+    return json_response(
+        {"error": str(error) or type(error).__name__, "type": type(error).__name__, "path": request.url.path}, 500
+    )
+
+
+async def _root(request: Request):
+    return json_response({"status": "ok"})
+
+
+class ServerApp:
+    """The outer ASGI app of every server: readiness route, error boundary, start-up hooks."""
+
+    def __init__(self, inner, context: ServerContext, server: Optional[BaseServer] = None):
+        self.context = context
+        self.server = server
+        self.readiness = Readiness(context.spec, context.global_config)
+        self.inner = ErrorBoundary(inner, context.name)
+        self._not_ready_body = b""
+
+    async def _startup(self) -> None:
+        self.readiness.start()
+        if self.server is not None:
+            await self.server.on_startup()
+
+    async def _shutdown(self) -> None:
+        if self.server is not None:
+            await self.server.on_shutdown()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            async def hooked_receive():
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await self._startup()
+                elif message["type"] == "lifespan.shutdown":
+                    await self._shutdown()
+                return message
+            return await self.inner(scope, hooked_receive, send)
+        if scope["type"] == "http" and scope["path"] == READY_PATH:
+            ready = self.readiness.ready
+            body = dumps({"ready": True} if ready else {"ready": False, "reason": self.readiness.reason})
+            await send({"type": "http.response.start", "status": 200 if ready else 503,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.inner(scope, receive, send)
+
+
+def finish_app(app, context: ServerContext, server: Optional[BaseServer] = None) -> ServerApp:
+    """Add what every server has (GET /, JSON 500 bodies) to an app a server class built."""
+    router = getattr(app, "router", None)
+    if router is not None:
+        has_root = any(
+            isinstance(route, Route) and route.path == "/" and "GET" in (route.methods or ())
+            for route in router.routes
+        )
+        if not has_root:
+            router.add_route("/", _root, methods=["GET"], include_in_schema=False)
+        app.add_exception_handler(Exception, _json_error)
+    return ServerApp(app, context, server)
+
+
+def run_server_class(cls: type[BaseServer]) -> None:
+    context = current_context()
+    server = build_server(cls, context)
+    app = server.setup_webserver()
+    if app is None:
+        raise RuntimeError(f"{cls.__name__}.setup_webserver() returned no app")
+    serve(finish_app(app, context, server), context.bind_host, context.port)
+
+
+def run_app(app, context: ServerContext) -> None:
+    serve(finish_app(app, context), context.bind_host, context.port)

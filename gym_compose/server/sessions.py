@@ -1,0 +1,145 @@
+"""Signed session cookies and per-session state with an idle reaper.
+
+The cookie holds only `{"session_id": ...}`; the state lives in the server, keyed by that id
+(NeMo Gym's contract). The cookie name is per server instance (`<Class>___<instance>`, as NeMo
+Gym names it) so one client can hold sessions of several servers at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+import uuid
+from typing import Any, Awaitable, Callable, Iterator, MutableMapping, Optional
+
+import orjson
+from itsdangerous import BadSignature, Signer
+
+SESSION_ID_KEY = "session_id"
+LOG = logging.getLogger("gym_compose.server.sessions")
+
+
+class SessionCookieMiddleware:
+    """Pure-ASGI session middleware: `request.session` is a dict that always holds a session_id.
+
+    A request without a valid cookie gets a fresh id and a Set-Cookie on its response.
+    """
+
+    def __init__(self, app, cookie_name: str, secret_key: str,
+                 on_session: Optional[Callable[[str], None]] = None):
+        self.app = app
+        self.cookie_name = cookie_name
+        self.cookie_key = cookie_name.encode("latin-1")
+        self.signer = Signer(secret_key, salt="gym-compose-session")
+        self.on_session = on_session
+
+    def _read_cookie(self, scope) -> Optional[dict]:
+        for name, value in scope.get("headers", ()):
+            if name != b"cookie":
+                continue
+            for part in value.split(b";"):
+                key, _, token = part.strip().partition(b"=")
+                if key == self.cookie_key and token:
+                    try:
+                        data = orjson.loads(base64.urlsafe_b64decode(self.signer.unsign(token.strip(b'"'))))
+                    except (BadSignature, ValueError, orjson.JSONDecodeError):
+                        return None
+                    return data if isinstance(data, dict) else None
+        return None
+
+    def _cookie_value(self, session: dict) -> bytes:
+        return self.signer.sign(base64.urlsafe_b64encode(orjson.dumps(session)))
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        session = self._read_cookie(scope)
+        is_new = session is None or not session.get(SESSION_ID_KEY)
+        if is_new:
+            session = {SESSION_ID_KEY: str(uuid.uuid4())}
+        original = dict(session)
+        scope["session"] = session
+        if self.on_session is not None:
+            self.on_session(session[SESSION_ID_KEY])
+
+        async def send_with_cookie(message):
+            if message["type"] == "http.response.start" and (is_new or session != original):
+                cookie = b"%s=%s; Path=/; HttpOnly; SameSite=Lax" % (self.cookie_key, self._cookie_value(session))
+                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie)]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+class SessionState(MutableMapping[str, Any]):
+    """A dict of per-session state that forgets sessions idle longer than `idle_timeout` seconds.
+
+    Every read or write of a session refreshes it. `on_reap(session_id, value)` (sync or async)
+    releases what a reaped session held. Reaping runs from `start_reaper()` (once the loop runs).
+    """
+
+    def __init__(self, idle_timeout: float = 3600.0,
+                 on_reap: Optional[Callable[[str, Any], Optional[Awaitable[None]]]] = None):
+        self.idle_timeout = idle_timeout
+        self.on_reap = on_reap
+        self._values: dict[str, Any] = {}
+        self._touched: dict[str, float] = {}
+        self._reaper: Optional[asyncio.Task] = None
+
+    def touch(self, session_id: str) -> None:
+        if session_id in self._values:
+            self._touched[session_id] = time.monotonic()
+
+    def __getitem__(self, session_id: str) -> Any:
+        value = self._values[session_id]
+        self._touched[session_id] = time.monotonic()
+        return value
+
+    def __setitem__(self, session_id: str, value: Any) -> None:
+        self._values[session_id] = value
+        self._touched[session_id] = time.monotonic()
+
+    def __delitem__(self, session_id: str) -> None:
+        del self._values[session_id]
+        self._touched.pop(session_id, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._values
+
+    def __repr__(self) -> str:
+        return f"SessionState({len(self)} sessions, idle_timeout={self.idle_timeout})"
+
+    async def reap_idle(self) -> list[str]:
+        cutoff = time.monotonic() - self.idle_timeout
+        expired = [session_id for session_id, touched in self._touched.items() if touched < cutoff]
+        for session_id in expired:
+            value = self._values.pop(session_id, None)
+            self._touched.pop(session_id, None)
+            if self.on_reap is not None:
+                try:
+                    result = self.on_reap(session_id, value)
+                    if asyncio.iscoroutine(result):
+                        await result
+                except Exception:  # noqa: BLE001 - a failed release must not stop the reaper
+                    LOG.exception("releasing idle session %s failed", session_id)
+        if expired:
+            LOG.info("reaped %d idle sessions", len(expired))
+        return expired
+
+    def start_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def _reap_forever(self) -> None:
+        interval = max(0.05, min(self.idle_timeout / 4, 60.0))
+        while True:
+            await asyncio.sleep(interval)
+            await self.reap_idle()

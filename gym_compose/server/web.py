@@ -1,0 +1,138 @@
+"""HTTP plumbing every server shares: orjson responses, error bodies, base routes, serving."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable, Callable, Optional
+
+import orjson
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+LOG = logging.getLogger("gym_compose.server")
+
+READY_PATH = "/_gym_compose/ready"
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_fallback)
+
+
+def _fallback(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+class JSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content)
+
+
+def json_response(content: Any, status_code: int = 200) -> Response:
+    return Response(dumps(content), status_code=status_code, media_type="application/json")
+
+
+def validation_error_body(error: ValidationError, location: tuple = ("body",)) -> dict[str, Any]:
+    """FastAPI's 422 shape: one entry per failing field with its location."""
+    return {
+        "detail": [
+            {"loc": [*location, *entry["loc"]], "msg": entry["msg"], "type": entry["type"]}
+            for entry in error.errors(include_url=False, include_context=False, include_input=False)
+        ]
+    }
+
+
+def validation_error_response(error: ValidationError, location: tuple = ("body",)) -> Response:
+    return json_response(validation_error_body(error, location), 422)
+
+
+class BadRequestBody(Exception):
+    """A request body that is not JSON or not an object; becomes a 422."""
+
+
+async def read_json_object(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise BadRequestBody(f"request body is not valid JSON: {error}") from error
+    if not isinstance(body, dict):
+        raise BadRequestBody("request body must be a JSON object")
+    return body
+
+
+class ErrorBoundary:
+    """Outermost ASGI middleware: an uncaught error becomes a JSON 500 and is logged with its session.
+
+    The server keeps serving; the caller gets `{"error": ..., "type": ..., "server": ...}`.
+    """
+
+    def __init__(self, app, server_name: str = ""):
+        self.app = app
+        self.server_name = server_name
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except BadRequestBody as error:
+            if not started:
+                await _send_json(send, 422, {"detail": [{"loc": ["body"], "msg": str(error), "type": "json_invalid"}]})
+        except ValidationError as error:
+            if not started:
+                await _send_json(send, 422, validation_error_body(error))
+        except Exception as error:  # noqa: BLE001 - this is the last line of defence
+            session = (scope.get("session") or {}).get("session_id") if isinstance(scope.get("session"), dict) else None
+            LOG.exception(
+                "uncaught error in %s %s %s (session %s)", self.server_name, scope.get("method"), scope.get("path"), session
+            )
+            if not started:
+                await _send_json(
+                    send, 500, {"error": str(error) or type(error).__name__, "type": type(error).__name__,
+                                "server": self.server_name, "path": scope.get("path")},
+                )
+
+
+async def _send_json(send, status: int, body: dict[str, Any]) -> None:
+    payload = dumps(body)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def serve(app, host: str, port: int, log_level: str = "warning", on_started: Optional[Callable] = None) -> None:
+    """Run an ASGI app with uvicorn on uvloop + httptools, no access log."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=log_level,
+        timeout_keep_alive=75,
+        backlog=4096,
+        timeout_graceful_shutdown=2,
+    )
+    uvicorn.Server(config).run()
