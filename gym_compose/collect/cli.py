@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"collect: error: {error}", file=sys.stderr)
         return error.exit_code
+    except OSError as error:
+        print(f"collect: error: {error}; rollouts written so far are kept, rerun with --resume", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("collect: interrupted; finished rollouts are saved, rerun with --resume", file=sys.stderr)
         return 130

@@ -50,6 +50,9 @@ async def run_rollout(client: httpx.AsyncClient, server: EnvironmentServer, row:
     except httpx.TransportError as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"cannot reach {server.instance} at {server.base_url}: {error or type(error).__name__}")
+    except httpx.HTTPError as error:
+        return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
+                                     f"request to {server.instance} failed: {error or type(error).__name__}")
     except orjson.JSONDecodeError as error:
         return "failed", failure_row(row, server, RUN_ERROR, "JSONDecodeError",
                                      f"{server.instance} answered {status} with a body that is not JSON: {error}", status, body)

@@ -94,3 +94,15 @@ def test_config_env_errors_are_clear():
         load_config_from_env({})
     with pytest.raises(UserError, match="must be a YAML mapping"):
         load_config_from_env({"NEMO_GYM_CONFIG_DICT": "- a\n- b\n"})
+
+
+def test_the_collector_imports_only_what_the_slim_image_ships():
+    import subprocess
+    import sys
+
+    # rich is left out: httpx imports it for its own CLI when present and does without it otherwise
+    code = ("import sys, gym_compose.collect.cli; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'omegaconf', 'hydra', 'typer', 'python_on_whales', 'fastapi'})"
+            " + sorted(m for m in sys.modules if m.startswith(('gym_compose.config', 'gym_compose.engine'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert loaded.strip() == "[]"
