@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +47,8 @@ def collect(config: dict[str, Any], options: CollectOptions, progress: ProgressC
     options.output_dir.mkdir(parents=True, exist_ok=True)
     if options.resume and paths.materialized_inputs.exists():
         rows = list(iter_output_rows(paths.materialized_inputs))
+        print(f"collect: resuming the {len(rows)} rollouts of {paths.materialized_inputs}"
+              " (the input file and row options are not read again)", file=sys.stderr)
         for index, row in enumerate(rows, 1):
             routing.server_for_row(row, f"{paths.materialized_inputs}, line {index}")
         prior = load_prior_runs(paths)
