@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig
 
-from gym_compose.config.search import resolve_path
+from gym_compose.config.search import resolve_path, root_of
 from gym_compose.config.yaml_files import read_config_file
 from gym_compose.errors import UserError
 
@@ -56,8 +56,6 @@ def _locate(entry: ConfigEntry, roots: list[Path]) -> tuple[Path, Path]:
             hint="check the spelling; relative paths resolve under each search root (--search-dir, "
             "GYM_COMPOSE_SEARCH_PATH, the working directory, this project)",
         )
-    from gym_compose.config.search import root_of
-
     if entry.first_root is not None and (found == entry.first_root or entry.first_root in found.parents):
         return found, entry.first_root
     return found, root_of(found, roots)
