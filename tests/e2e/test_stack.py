@@ -1,0 +1,121 @@
+"""End-to-end: the real CLI against the real Docker engine (marked `docker`, run by CI)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "gym_compose"]
+LABEL = "io.gym-compose.project"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def gym_compose(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def labelled(kind: str, project: str) -> list[str]:
+    listing = {"container": ["ps", "-aq"], "network": ["network", "ls", "-q"], "volume": ["volume", "ls", "-q"]}[kind]
+    out = subprocess.run(
+        ["docker", *listing, "--filter", f"label={LABEL}={project}"], capture_output=True, text=True, timeout=60
+    )
+    return out.stdout.split()
+
+
+@pytest.fixture
+def project(request) -> str:
+    name = f"gce2e-{request.node.name.replace('_', '-')[:30].lower()}"
+    yield name
+    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
+
+
+def test_up_serves_a_rollout_through_the_head_host_view_and_down_leaves_nothing(project, tmp_path):
+    head_port = free_port()
+    up = gym_compose("up", "-d", "--publish", "-p", project, "--head-port", str(head_port),
+                     "--resources-server", "example_single_tool_call", cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    assert "healthy" in up.stdout
+
+    head = f"http://127.0.0.1:{head_port}"
+    instances = httpx.get(f"{head}/server_instances", timeout=10).json()
+    environment = next(i for i in instances if i["server_type"] == "environment_servers")
+    assert environment["host"] == "127.0.0.1"  # the host view: reachable from outside the network
+    row = json.loads((REPO / "server_images/example_single_tool_call/data/example.jsonl").read_text().splitlines()[0])
+    result = httpx.post(f"{environment['url']}/run", json=row, timeout=60).json()
+    assert result["reward"] == 1.0
+    assert any(item["type"] == "function_call" for item in result["response"]["output"])
+
+    ps = gym_compose("ps", "-p", project, cwd=tmp_path)
+    assert ps.returncode == 0 and ps.stdout.count("healthy") == 5
+
+    down = gym_compose("down", "-p", project, cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    for kind in ("container", "network", "volume"):
+        assert labelled(kind, project) == [], kind
+
+
+def test_model_upstream_that_never_answers_fails_up_naming_the_endpoint(project, tmp_path):
+    started = time.monotonic()
+    up = gym_compose(
+        "up", "-d", "-p", project, "--head-port", str(free_port()),
+        "--resources-server", "example_single_tool_call", "--model-type", "openai_model",
+        "--model-url", "http://127.0.0.1:9/v1", "-m", "some-model", "--model-api-key", "sk-e2e-secret",
+        "++model_endpoint_readiness_timeout_seconds=4", cwd=tmp_path, timeout=300,
+    )
+    elapsed = time.monotonic() - started
+    assert up.returncode != 0
+    assert "policy-model" in up.stderr
+    assert "http://127.0.0.1:9/v1" in up.stderr
+    assert "sk-e2e-secret" not in up.stderr + up.stdout
+    assert "Traceback" not in up.stderr.split("last log lines")[0]
+    assert elapsed < 120, f"up took {elapsed:.0f}s to give up"
+    assert labelled("container", project) == []
+
+
+def test_server_crashing_at_start_fails_up_naming_it_with_its_log_tail(project, tmp_path):
+    root = tmp_path / "extra"
+    crashing = root / "server_images" / "crashing_server"
+    (crashing / "configs").mkdir(parents=True)
+    (crashing / "app.py").write_text("raise RuntimeError('boom: this server cannot start')\n")
+    (crashing / "configs" / "crashing_server.yaml").write_text(
+        "crashing_server:\n  resources_servers:\n    crashing_server:\n      entrypoint: app.py\n      domain: other\n"
+    )
+    up = gym_compose("up", "-d", "-p", project, "--head-port", str(free_port()),
+                     "--search-dir", str(root), "--resources-server", "crashing_server", cwd=tmp_path, timeout=300)
+    assert up.returncode != 0
+    assert "crashing-server" in up.stderr
+    assert "boom: this server cannot start" in up.stderr
+    assert labelled("container", project) == []
+
+
+def test_rendered_project_runs_with_plain_docker_compose(project, tmp_path):
+    head_port = free_port()
+    out = tmp_path / "rendered"
+    render = gym_compose("render", "-o", str(out), "-p", project, "--head-port", str(head_port),
+                         "--resources-server", "example_single_tool_call", cwd=tmp_path)
+    assert render.returncode == 0, render.stderr
+    compose_file = out / "compose.yaml"
+    config = subprocess.run(["docker", "compose", "-f", str(compose_file), "config", "--quiet"],
+                            capture_output=True, text=True, timeout=60)
+    assert config.returncode == 0, config.stderr
+    up = subprocess.run(["docker", "compose", "-f", str(compose_file), "up", "-d", "--wait", "--wait-timeout", "120"],
+                        capture_output=True, text=True, timeout=300)
+    assert up.returncode == 0, up.stderr
+    status = httpx.get(f"http://127.0.0.1:{head_port}/", timeout=10).json()
+    assert status == {"status": "ok"}
+    assert len(labelled("container", project)) == 5
