@@ -30,11 +30,13 @@ _MAX_CHAIN = 50
 _MISSING_SOURCE = object()
 
 
-def apply_directives(config: DictConfig, origins: dict[str, str] | None = None) -> None:
-    """Apply every directive in place."""
+def apply_directives(config: DictConfig, origins: dict[str, str] | None = None) -> list[str]:
+    """Apply every directive in place; return warnings."""
     frozen = deepcopy(config)
+    warnings: list[str] = []
     with open_dict(config):
-        _walk(config, config, frozen, path="", origins=origins or {}, depth=0)
+        _walk(config, config, frozen, path="", origins=origins or {}, depth=0, warnings=warnings)
+    return warnings
 
 
 def _has(node: DictConfig, key: Any) -> bool:
@@ -50,7 +52,8 @@ def _raw(node: DictConfig, key: Any) -> Any:
     return child._value() if child is not None else None
 
 
-def _walk(node: DictConfig, root: DictConfig, frozen: DictConfig, path: str, origins: dict[str, str], depth: int) -> None:
+def _walk(node: DictConfig, root: DictConfig, frozen: DictConfig, path: str, origins: dict[str, str], depth: int,
+          warnings: list[str]) -> None:
     if depth > _MAX_CHAIN:
         raise UserError(f"_inherit_from/_copy chain at {path or 'the top level'} nests too deep; is there a cycle?")
     for key in list(node.keys()):
@@ -65,17 +68,17 @@ def _walk(node: DictConfig, root: DictConfig, frozen: DictConfig, path: str, ori
             late_deletes = _delete_present_keys(value, child_path, where)
 
         if isinstance(value, DictConfig):
-            _walk(value, root, frozen, child_path, origins, depth)
+            _walk(value, root, frozen, child_path, origins, depth, warnings)
         elif isinstance(value, ListConfig):
             for index in range(len(value)):
                 item = _raw(value, index)
                 if isinstance(item, DictConfig):
-                    _walk(item, root, frozen, f"{child_path}[{index}]", origins, depth)
+                    _walk(item, root, frozen, f"{child_path}[{index}]", origins, depth, warnings)
 
         source_path, keeps_source = _directive(value, child_path, where)
         if source_path is None:
-            if late_deletes:
-                _raise_unknown_deletes(late_deletes, value, child_path, where)
+            if late_deletes:  # NeMo Gym ignores these; say so, since it is most likely a typo
+                warnings.append(_unknown_deletes_message(late_deletes, value, child_path, where) + "; ignored")
             continue
 
         source = _lookup(frozen, source_path, child_path, where)
@@ -97,18 +100,19 @@ def _walk(node: DictConfig, root: DictConfig, frozen: DictConfig, path: str, ori
         inherited = _raw(node, key)
         if isinstance(inherited, DictConfig):
             with open_dict(inherited):
-                _walk_self(inherited, root, frozen, child_path, origins, depth + 1)
+                _walk_self(inherited, root, frozen, child_path, origins, depth + 1, warnings)
                 for doomed in late_deletes:
                     if not _has(inherited, doomed):
-                        _raise_unknown_deletes({doomed}, inherited, child_path, where)
+                        raise UserError(_unknown_deletes_message({doomed}, inherited, child_path, where))
                     del inherited[doomed]
 
 
-def _walk_self(value: DictConfig, root: DictConfig, frozen: DictConfig, path: str, origins: dict[str, str], depth: int) -> None:
+def _walk_self(value: DictConfig, root: DictConfig, frozen: DictConfig, path: str, origins: dict[str, str], depth: int,
+               warnings: list[str]) -> None:
     """Run directives that came in with an inherited value, including one at its own top."""
     holder = OmegaConf.create({"_": value})
     with open_dict(holder):
-        _walk(holder, root, frozen, path, origins, depth)
+        _walk(holder, root, frozen, path, origins, depth, warnings)
     result = _raw(holder, "_")
     value.clear()
     if isinstance(result, DictConfig):
@@ -132,12 +136,10 @@ def _delete_present_keys(value: DictConfig, path: str, where: str) -> set[str]:
     return names - present
 
 
-def _raise_unknown_deletes(names: set[str], value: Any, path: str, where: str) -> None:
+def _unknown_deletes_message(names: set[str], value: Any, path: str, where: str) -> str:
     keys = [str(k) for k in value.keys()] if isinstance(value, DictConfig) else []
     name = sorted(names)[0]
-    raise UserError(
-        f"{path}.{DELETE_KEY}{where}: cannot delete {name!r}, no such key{did_you_mean(name, keys)}",
-    )
+    return f"{path}.{DELETE_KEY}{where}: cannot delete {name!r}, no such key{did_you_mean(name, keys)}"
 
 
 def _directive(value: Any, path: str, where: str) -> tuple[list[str] | None, bool]:

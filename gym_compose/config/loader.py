@@ -79,7 +79,7 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
     if included:
         merged["config_paths"] = included.entries
 
-    apply_directives(merged, origins)
+    warnings += apply_directives(merged, origins)
     raise_on_missing(merged, origins)
     data = to_plain(merged)
 

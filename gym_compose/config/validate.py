@@ -17,8 +17,6 @@ from gym_compose.config.instances import ServerInstance, instances
 from gym_compose.config.suggest import close_matches, did_you_mean
 from gym_compose.errors import UserError
 
-_COMMON_FIELDS = ("entrypoint", "domain", "datasets", *REFERENCE_FIELDS)
-
 
 def validate(data: dict[str, Any], origins: dict[str, str]) -> list[str]:
     """Raise UserError on the first problem; return warnings for what is merely suspicious."""
@@ -83,25 +81,33 @@ def _check_shape(name: str, value: dict[str, Any], where: str) -> None:
         )
 
 
+def _near_miss(key: str, field: str) -> bool:
+    """A typo is a close match of about the same length: `judge_model_server` is not `model_server`."""
+    return abs(len(key) - len(field)) <= 2 and difflib.SequenceMatcher(None, key, field).ratio() >= 0.8
+
+
 def _check_fields(instance: ServerInstance, where: str) -> None:
     path = f"{instance.name}.{instance.server_type}.{instance.implementation}"
     keys = [str(k) for k in instance.spec]
-    for key in keys:
-        if key in _COMMON_FIELDS:
-            continue
-        near = difflib.get_close_matches(key, _COMMON_FIELDS, n=1, cutoff=0.8)
-        if near and near[0] not in instance.spec:
-            raise UserError(f"{path}{where}: unknown key {key!r} (did you mean {near[0]!r}?)")
+    # Server configs may hold any key, so a misspelling is only judged by the value's shape.
+    for key, value in instance.spec.items():
+        for field, expected_type in REFERENCE_FIELDS.items():
+            if (key != field and field not in instance.spec and _near_miss(str(key), field)
+                    and _is_reference(value) and value.get("type") == expected_type):
+                raise UserError(f"{path}{where}: unknown key {key!r} (did you mean {field!r}?)")
+        if key != "datasets" and "datasets" not in instance.spec and _near_miss(str(key), "datasets") \
+                and isinstance(value, list) and all(isinstance(item, dict) for item in value):
+            raise UserError(f"{path}{where}: unknown key {key!r} (did you mean 'datasets'?)")
     if instance.spec.get("entrypoint") in (None, ""):
         raise UserError(
-            f"{path}{where}: missing 'entrypoint'",
+            f"{path}{where}: missing 'entrypoint'{did_you_mean('entrypoint', keys)}",
             hint=f"add entrypoint: app.py (or ++{path}.entrypoint=app.py)",
         )
     if instance.server_type == RESOURCES_SERVERS:
         domain = instance.spec.get("domain")
         if domain is None:
             raise UserError(
-                f"{path}{where}: a resources server needs a 'domain'",
+                f"{path}{where}: a resources server needs a 'domain'{did_you_mean('domain', keys)}",
                 hint=f"add domain: <one of {', '.join(DOMAINS)}> (or ++{path}.domain=other)",
             )
         if domain not in DOMAINS:
@@ -120,6 +126,8 @@ def _check_references(instance: ServerInstance, by_name: dict[str, ServerInstanc
     for field, value in instance.spec.items():
         expected = REFERENCE_FIELDS.get(field)
         if expected is None and not (_is_reference(value) and value.get("type") in SERVER_TYPES):
+            continue
+        if value is None:  # an agent config may leave a reference unset, as NeMo Gym allows
             continue
         field_path = f"{path}.{field}"
         if not isinstance(value, dict) or "name" not in value:

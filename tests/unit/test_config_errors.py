@@ -192,8 +192,27 @@ def test_inherit_from_an_unknown_path(tmp_path):
 
 
 def test_delete_of_a_key_that_never_arrives(tmp_path):
+    # NeMo Gym ignores it in a plain mapping (a warning here), and fails after an _inherit_from
     write(tmp_path, "a.yaml", "child: {x: 1, _delete_key: y}\n")
-    assert "cannot delete 'y'" in load_error(tmp_path, "a.yaml")
+    loaded = load(ConfigRequest(config_files=[Path("a.yaml")]), cwd=tmp_path)
+    assert loaded.data["child"] == {"x": 1}
+    assert any("cannot delete 'y'" in w for w in loaded.warnings)
+    write(tmp_path, "b.yaml", "base: {x: 1}\nchild: {_inherit_from: base, _delete_key: xx}\n")
+    assert "cannot delete 'xx'" in load_error(tmp_path, "b.yaml")
+
+
+def test_a_plain_field_that_resembles_a_known_one_is_left_alone(tmp_path):
+    write(tmp_path, "a.yaml", """
+        res:
+          resources_servers:
+            r:
+              entrypoint: app.py
+              domain: math
+              dataset: humaneval
+              judge_model_server: {type: responses_api_models, name: policy_model}
+    """)
+    spec = load(ConfigRequest(config_files=[Path("a.yaml")]), cwd=tmp_path).data["res"]["resources_servers"]["r"]
+    assert spec["dataset"] == "humaneval"
 
 
 def test_config_paths_must_be_a_list(tmp_path):
