@@ -13,7 +13,7 @@ from gym_compose.server.base import BaseServer
 from gym_compose.server.context import ServerContext, load_context
 from gym_compose.server.peers import PeerClient
 from gym_compose.server.readiness import Readiness
-from gym_compose.server.web import READY_PATH, ErrorBoundary, dumps, json_response, serve
+from gym_compose.server.web import READY_PATH, BadRequestBody, ErrorBoundary, dumps, json_response, serve
 
 LOG = logging.getLogger("gym_compose.server")
 
@@ -46,6 +46,10 @@ async def _json_error(request: Request, error: Exception):
     return json_response(
         {"error": str(error) or type(error).__name__, "type": type(error).__name__, "path": request.url.path}, 500
     )
+
+
+async def _bad_body(request: Request, error: BadRequestBody):
+    return json_response({"detail": [{"loc": ["body"], "msg": str(error), "type": "json_invalid"}]}, 422)
 
 
 async def _root(request: Request):
@@ -101,6 +105,7 @@ def finish_app(app, context: ServerContext, server: Optional[BaseServer] = None)
         )
         if not has_root:
             router.add_route("/", _root, methods=["GET"], include_in_schema=False)
+        app.add_exception_handler(BadRequestBody, _bad_body)
         app.add_exception_handler(Exception, _json_error)
     return ServerApp(app, context, server)
 
