@@ -100,7 +100,7 @@ def load_context(environ: dict[str, str] | None = None) -> ServerContext:
         raise ServerConfigError(f"both {CONFIG_DICT_ENV} and {CONFIG_PATH_ENV} must be set")
     secrets_dir = Path(environ.get(SECRETS_DIR_ENV, "/run/secrets"))
     raw_config = _parse_yaml(environ[CONFIG_DICT_ENV], CONFIG_DICT_ENV)
-    config = resolve_secrets(raw_config, secrets_dir)
+    config = raw_config
     name = environ[CONFIG_PATH_ENV]
     server_dir = Path(environ[SERVER_DIR_ENV]) if environ.get(SERVER_DIR_ENV) else None
 
@@ -109,6 +109,8 @@ def load_context(environ: dict[str, str] | None = None) -> ServerContext:
         head_view = _parse_yaml(environ[HEAD_VIEW_ENV], HEAD_VIEW_ENV) if environ.get(HEAD_VIEW_ENV) else raw_config
     else:
         server_type, implementation, spec = instance_block(config, name)
+        # Only this server's own block: a container gets only its own secrets mounted.
+        spec = resolve_secrets(spec, secrets_dir)
         head_view = {}
     host, port = instance_address(config, name)
     spec.setdefault("name", name)

@@ -1,0 +1,76 @@
+"""Pure pieces of the server runtime: config context, secrets, chat conversion, mock planning."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import yaml
+
+from gym_compose.server.context import ServerConfigError, load_context
+from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
+from gym_compose.server.models.mock_model import arguments_from_schema, plan_turn, wrong_answer
+from stacks import seed_verify_stack
+
+CONFIG = {"head_server": {"host": "h", "port": 11000},
+          "m": {"responses_api_models": {"openai_model": {"host": "m", "port": 8000, "openai_api_key": "secret://key"}}}}
+
+
+def test_context_finds_its_block_and_fills_secrets(tmp_path):
+    (tmp_path / "key").write_text("sk-123\n")
+    context = load_context({"NEMO_GYM_CONFIG_DICT": yaml.safe_dump(CONFIG), "NEMO_GYM_CONFIG_PATH": "m",
+                            "GYM_COMPOSE_SECRETS_DIR": str(tmp_path), "GYM_COMPOSE_BIND_HOST": "0.0.0.0"})
+    assert (context.server_type, context.implementation, context.port) == ("responses_api_models", "openai_model", 8000)
+    assert context.spec["openai_api_key"] == "sk-123" and context.bind_host == "0.0.0.0"
+
+
+def test_context_errors_name_the_problem(tmp_path):
+    env = {"NEMO_GYM_CONFIG_DICT": yaml.safe_dump(CONFIG), "GYM_COMPOSE_SECRETS_DIR": str(tmp_path)}
+    with pytest.raises(ServerConfigError, match="'key' is not a file"):
+        load_context({**env, "NEMO_GYM_CONFIG_PATH": "m"})
+    with pytest.raises(ServerConfigError, match="names no instance"):
+        load_context({**env, "NEMO_GYM_CONFIG_PATH": "nope"})
+
+
+def test_chat_conversion_round_trip_keeps_tools_calls_and_reasoning():
+    params = {"input": [{"role": "user", "content": "hi"},
+                        {"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "think"}]},
+                        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                        {"type": "function_call_output", "call_id": "c1", "output": "42"}],
+              "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "temperature": 0.1}
+    chat = responses_to_chat(params, "m")
+    assert [m["role"] for m in chat["messages"]] == ["user", "assistant", "tool"]
+    assert chat["messages"][1]["tool_calls"][0]["id"] == "c1" and chat["messages"][1]["reasoning_content"] == "think"
+    assert chat["tools"][0]["function"]["name"] == "f" and chat["temperature"] == 0.1
+    completion = {"id": "x", "choices": [{"message": {"role": "assistant", "content": "ok", "reasoning_content": "r",
+                  "tool_calls": [{"id": "c2", "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
+                  "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
+    response = chat_to_response(completion, params)
+    assert [item["type"] for item in response["output"]] == ["reasoning", "message", "function_call"]
+    assert response["usage"]["total_tokens"] == 7
+
+
+def test_mock_model_plans():
+    schema = {"properties": {"city": {"type": "string"}, "n": {"type": "integer", "minimum": 2},
+                             "unit": {"type": "string", "enum": ["C", "F"]}}}
+    assert arguments_from_schema(schema, {"city": "Oslo"}) == {"city": "Oslo", "n": 2, "unit": "C"}
+    tools = [{"type": "function", "name": "f", "parameters": schema}]
+    assert plan_turn(0, tools, "auto", {}, {}, "oracle").calls[0][0] == "f"
+    assert plan_turn(1, tools, "auto", {}, {"expected_answer": 7}, "oracle").text == "7"
+    assert plan_turn(1, tools, "auto", {}, {"expected_answer": 7}, "adversary").text == wrong_answer(7) == "8"
+    assert plan_turn(0, tools, "none", {}, {}, "plain").calls == []
+
+
+@pytest.mark.protocol
+def test_upstream_model_error_fails_the_rollout_with_the_reason(start_stack):
+    from conftest import SERVER_IMAGES
+
+    config = seed_verify_stack("example_single_tool_call", proxied=True)
+    del config["mock_upstream"]
+    # nothing listens on port 9 of loopback: connection refused on every attempt
+    config["policy_model"]["responses_api_models"]["openai_model"]["openai_base_url"] = "http://127.0.0.1:9/v1"
+    config["model_endpoint_readiness_timeout_seconds"] = 0
+    stack = start_stack(config, {"example_single_tool_call": SERVER_IMAGES / "example_single_tool_call"})
+    answer = httpx.post(f"{stack.url('environment')}/run", json={"responses_create_params": {"input": "hi"}}, timeout=30)
+    assert answer.status_code == 500
+    assert "upstream model endpoint http://127.0.0.1:9/v1 failed" in answer.text
+    assert httpx.get(f"{stack.url('policy_model')}/", timeout=5).status_code == 200
