@@ -1,0 +1,30 @@
+"""calculator: the app imports under the gym-compose runtime and its pure logic holds."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from gym_compose.server import compat
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def load_app():
+    compat.install()
+    sys.path.insert(0, str(HERE))
+    spec = importlib.util.spec_from_file_location("calculator_app", HERE / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_evaluate_and_final_number():
+    app = load_app()
+    assert app.evaluate("(3 + 5) ** 2") == 64
+    assert app.final_number("so the answer is -25.") == -25.0
+    try:
+        app.evaluate("__import__('os')")
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("non-arithmetic must be refused")
