@@ -15,5 +15,7 @@ RUN pip freeze --all --exclude-editable > /tmp/base-constraints.txt \
  && mkdir -p /tmp/staging
 
 FROM ${BASE_IMAGE}
+ARG BASE_IMAGE
+LABEL io.gym-compose.image=server io.gym-compose.image.base=${BASE_IMAGE}
 COPY --from=requirements /tmp/staging/ /opt/venv/
 COPY server/ /srv/server/

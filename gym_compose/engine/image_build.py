@@ -48,15 +48,12 @@ def build_image(
     tag: str,
     *,
     build_args: Mapping[str, str],
-    labels: Mapping[str, str],
     progress: Callable[[str], None],
     verbose: bool = False,
 ) -> None:
     args = ["build", "--rm", "--force-rm", "--tag", tag, "--file", str(context / "Dockerfile")]
     for name, value in build_args.items():
         args += ["--build-arg", f"{name}={value}"]
-    for name, value in labels.items():
-        args += ["--label", f"{name}={value}"]
     args.append(str(context))
     display = BuildProgress(tag, progress, verbose)
     result = docker_cli.run_docker(

@@ -87,7 +87,6 @@ def ensure_base_image(progress: Progress = print) -> str:
             context,
             tag,
             build_args={"PARENT_IMAGE": parent.image, "PYTHON_VERSION": PYTHON_VERSION, "PIP_INSTALL_OPTIONS": pip_options},
-            labels={IMAGE_LABEL: "base", f"{IMAGE_LABEL}.parent": parent.image},
             progress=progress,
             verbose=settings.verbose,
         )
@@ -137,7 +136,6 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
             context,
             tag,
             build_args={"BASE_IMAGE": base_tag, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""},
-            labels={IMAGE_LABEL: "server", f"{IMAGE_LABEL}.base": base_tag},
             progress=progress,
             verbose=settings.verbose,
         )
