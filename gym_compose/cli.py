@@ -64,6 +64,29 @@ PublishOpt = Annotated[
     bool, typer.Option("--publish", help="Also publish every server on 127.0.0.1 (head: 11000, others: 11001...).")
 ]
 HeadPortOpt = Annotated[int, typer.Option("--head-port", help="Host port the head is published on (127.0.0.1).")]
+InputOpt = Annotated[
+    Optional[Path], typer.Option("--input", help="Rows to collect (NeMo Gym JSONL) instead of the benchmark's datasets.")
+]
+ResultsDirOpt = Annotated[Path, typer.Option("--results-dir", help="Folder that gets one subfolder per run.")]
+RunNameOpt = Annotated[
+    Optional[str], typer.Option("--run-name", help="Run subfolder name (default: dataset name + time).")
+]
+ResumeOpt = Annotated[
+    bool, typer.Option("--resume", help="Continue the latest run of the same name: skip finished rollouts, retry failed ones.")
+]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Collect only the first N rows.")]
+NumRepeatsOpt = Annotated[Optional[int], typer.Option("--num-repeats", help="Rollouts per row (a a b b).")]
+ParallelOpt = Annotated[
+    Optional[int], typer.Option("--num-samples-in-parallel", help="Most rollouts in flight (num_samples_in_parallel).")
+]
+PromptConfigOpt = Annotated[
+    Optional[Path], typer.Option("--prompt-config", help="Prompt templates (user/system) applied to every row.")
+]
+TemperatureOpt = Annotated[Optional[float], typer.Option("--temperature", help="Overrides responses_create_params.temperature.")]
+TopPOpt = Annotated[Optional[float], typer.Option("--top-p", help="Overrides responses_create_params.top_p.")]
+MaxTokensOpt = Annotated[
+    Optional[int], typer.Option("--max-output-tokens", help="Overrides responses_create_params.max_output_tokens.")
+]
 SearchDirOpt = Annotated[
     Optional[list[Path]],
     typer.Option(
@@ -189,10 +212,22 @@ def build(
 @app.command(context_settings=STACK_COMMAND)
 def up(
     ctx: typer.Context,
-    detach: Annotated[bool, typer.Option("--detach", "-d", help="Return once every service is healthy.")] = False,
+    detach: Annotated[bool, typer.Option("--detach", "-d", help="Return once every service is healthy; collect nothing.")] = False,
+    keep: Annotated[bool, typer.Option("--keep", help="After collecting, leave the stack running.")] = False,
     publish: PublishOpt = False,
     project: ProjectOpt = "gym-compose",
     head_port: HeadPortOpt = 11000,
+    input_file: InputOpt = None,
+    results_dir: ResultsDirOpt = Path("results"),
+    run_name: RunNameOpt = None,
+    resume: ResumeOpt = False,
+    limit: LimitOpt = None,
+    num_repeats: NumRepeatsOpt = None,
+    num_samples_in_parallel: ParallelOpt = None,
+    prompt_config: PromptConfigOpt = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_output_tokens: MaxTokensOpt = None,
     config: ConfigOpt = None,
     resources_server: ResourcesServerOpt = None,
     model_type: ModelTypeOpt = None,
@@ -206,14 +241,24 @@ def up(
 ) -> None:
     """Resolve, render, build what is missing, start, and wait until every service is healthy.
 
-    Without -d it stays attached (logs), reports a container that dies, and on Ctrl-C stops
-    everything with a grace period.
+    With --benchmark or --input (and no -d) it then collects rollouts in a collector container,
+    writes them under --results-dir, prints the key metrics, stops the stack (unless --keep) and
+    exits with the collector's status. Otherwise, without -d it stays attached (logs), reports a
+    container that dies, and on Ctrl-C stops everything with a grace period.
     """
     request = _config_request(ctx, config, resources_server, model_type, agent_type, benchmark,
                               environment, model, model_url, model_api_key, search_dir)
     from gym_compose.stack_commands import StackArgs, up_command
 
-    up_command(StackArgs(request, _stack_options(project, publish, head_port)), detach=detach)
+    args = StackArgs(request, _stack_options(project, publish, head_port))
+    if detach or not (benchmark or input_file):
+        up_command(args, detach=detach)
+        return
+    from gym_compose.evaluation import run_collection
+
+    collection = _collection_args(input_file, results_dir, run_name, resume, limit, num_repeats,
+                                  num_samples_in_parallel, prompt_config, temperature, top_p, max_output_tokens)
+    raise typer.Exit(run_collection(args, collection, serve=True, keep=keep))
 
 
 @app.command()
@@ -256,9 +301,62 @@ def list_components(
 
 
 @eval_app.command("run", context_settings=STACK_COMMAND)
-def eval_run(ctx: typer.Context) -> None:
-    """Collect rollouts against a running stack (--no-serve), or serve, collect and stop."""
-    raise NotBuiltYet("eval run")
+def eval_run(
+    ctx: typer.Context,
+    no_serve: Annotated[bool, typer.Option("--no-serve", help="Collect against the stack that is already up.")] = False,
+    keep: Annotated[bool, typer.Option("--keep", help="Leave the stack running afterwards.")] = False,
+    project: ProjectOpt = "gym-compose",
+    head_port: HeadPortOpt = 11000,
+    input_file: InputOpt = None,
+    results_dir: ResultsDirOpt = Path("results"),
+    run_name: RunNameOpt = None,
+    resume: ResumeOpt = False,
+    limit: LimitOpt = None,
+    num_repeats: NumRepeatsOpt = None,
+    num_samples_in_parallel: ParallelOpt = None,
+    prompt_config: PromptConfigOpt = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_output_tokens: MaxTokensOpt = None,
+    config: ConfigOpt = None,
+    resources_server: ResourcesServerOpt = None,
+    model_type: ModelTypeOpt = None,
+    agent_type: AgentTypeOpt = None,
+    benchmark: BenchmarkOpt = None,
+    environment: EnvironmentOpt = None,
+    model: ModelOpt = None,
+    model_url: ModelUrlOpt = None,
+    model_api_key: ModelKeyOpt = None,
+    search_dir: SearchDirOpt = None,
+) -> None:
+    """Collect rollouts: serve, collect and stop; or with --no-serve, against the stack that is up.
+
+    Pass the same config arguments as the `up` that started the stack. Exits 0 when every
+    rollout succeeded, 1 when some failed (see rollouts_failures.jsonl), 2 on bad input.
+    """
+    request = _config_request(ctx, config, resources_server, model_type, agent_type, benchmark,
+                              environment, model, model_url, model_api_key, search_dir)
+    from gym_compose.evaluation import run_collection
+    from gym_compose.stack_commands import StackArgs
+
+    args = StackArgs(request, _stack_options(project, False, head_port))
+    collection = _collection_args(input_file, results_dir, run_name, resume, limit, num_repeats,
+                                  num_samples_in_parallel, prompt_config, temperature, top_p, max_output_tokens)
+    raise typer.Exit(run_collection(args, collection, serve=not no_serve, keep=keep))
+
+
+def _collection_args(input_file, results_dir, run_name, resume, limit, num_repeats, num_samples_in_parallel,
+                     prompt_config, temperature, top_p, max_output_tokens):
+    from gym_compose.evaluation import CollectionArgs
+
+    passthrough: list[str] = []
+    for flag, value in (("--limit", limit), ("--num-samples-in-parallel", num_samples_in_parallel),
+                        ("--temperature", temperature), ("--top-p", top_p),
+                        ("--max-output-tokens", max_output_tokens)):
+        if value is not None:
+            passthrough += [flag, str(value)]
+    return CollectionArgs(results_dir=results_dir, input_file=input_file, run_name=run_name, resume=resume,
+                          collector_args=passthrough, num_repeats=num_repeats, prompt_config=prompt_config)
 
 
 @eval_app.command("prepare", context_settings=STACK_COMMAND)

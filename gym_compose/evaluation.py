@@ -1,0 +1,257 @@
+"""A collection run from the host: serve (or reuse) the stack, run the collector container, report.
+
+The collector itself (`gym_compose.collect`) runs inside the project's network; this module picks
+its rows and run folder, starts it with `docker compose run`, shows its progress, writes the
+run's manifest and prints the key metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gym_compose import __version__
+from gym_compose.collect import read_progress
+from gym_compose.config import load, redact
+from gym_compose.engine.build import build_stack_images
+from gym_compose.engine.compose import ComposeProject, StackNotHealthy
+from gym_compose.engine.images import image_digest
+from gym_compose.errors import UserError
+from gym_compose.inputs import benchmark_datasets, check_rows, uniform_num_repeats, write_collection_input
+from gym_compose.plan import COLLECTOR_SERVICE, plan_stack
+from gym_compose.render import CollectorRun, wait_timeout_seconds, write_project
+from gym_compose.stack_commands import StackArgs, print_services, project_dir, say, stop_and_remove
+
+INPUT_FILE = "input.jsonl"
+MANIFEST_FILE = "manifest.json"
+METRICS_FILE = "rollouts_aggregate_metrics.json"
+COLLECTOR_TIMEOUT_SECONDS = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class CollectionArgs:
+    results_dir: Path = Path("results")
+    input_file: Path | None = None
+    run_name: str | None = None
+    resume: bool = False
+    collector_args: list[str] = field(default_factory=list)  # passed through to the collector
+    num_repeats: int | None = None
+    prompt_config: Path | None = None
+
+
+def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool) -> int:
+    """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`."""
+    loaded = load(args.request)
+    for warning in loaded.warnings:
+        say(f"warning: {warning}")
+    stack = plan_stack(loaded.data, loaded.search_roots, args.options)
+    run_dir, collector = _prepare_run(loaded, collection)  # bad rows stop us before any container
+    images = build_stack_images(stack, progress=say)
+    compose_file = write_project(stack, images, project_dir(stack.project), collector)
+    project = ComposeProject(stack.project, compose_file)
+    started_at = datetime.now(timezone.utc)
+    exit_code = 1
+    try:
+        if serve:
+            say(f"starting {len(stack.services)} services of project {stack.project!r} ...")
+            started = time.monotonic()
+            project.up(wait_timeout_seconds(stack), services=[s.name for s in stack.services])
+            say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
+            print_services(project.ps())
+        else:
+            _require_running(project)
+        exit_code = _run_collector(project, run_dir)
+    except StackNotHealthy:
+        if serve:
+            _down_quietly(project)
+        raise
+    finally:
+        _write_manifest(run_dir, loaded.data, compose_file, images, started_at, exit_code)
+    _print_summary(run_dir)
+    print(f"results: {run_dir}")
+    if serve and not keep:
+        stop_and_remove(project)
+    elif serve:
+        say(f"stack left running (--keep); stop it with `gym-compose down -p {stack.project}`")
+    return exit_code
+
+
+def _prepare_run(loaded, collection: CollectionArgs) -> tuple[Path, CollectorRun]:
+    name = collection.run_name or _default_run_name(loaded, collection)
+    run_dir = _run_dir(collection.results_dir, name, collection.resume)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    extra = list(collection.collector_args)
+    input_copy = run_dir / INPUT_FILE
+    if collection.input_file is not None:
+        source = collection.input_file
+        if not source.is_file():
+            raise UserError(f"input file {source} does not exist")
+        check_rows(source)
+        if not (collection.resume and input_copy.exists()):
+            shutil.copyfile(source, input_copy)
+        num_repeats = collection.num_repeats
+    else:
+        datasets = benchmark_datasets(loaded.data, loaded.search_roots)
+        if not datasets:
+            raise UserError(
+                "nothing to collect: the config declares no dataset of type `benchmark`",
+                hint="select one with --benchmark NAME, or pass rows with --input FILE",
+            )
+        if not (collection.resume and input_copy.exists()):
+            write_collection_input(datasets, input_copy)
+        num_repeats = collection.num_repeats or uniform_num_repeats(datasets)
+    if num_repeats:
+        extra += ["--num-repeats", str(num_repeats)]
+    if collection.resume:
+        extra.append("--resume")
+    if collection.prompt_config is not None:
+        if not collection.prompt_config.is_file():
+            raise UserError(f"prompt config {collection.prompt_config} does not exist")
+        shutil.copyfile(collection.prompt_config, run_dir / "prompt_config.yaml")
+        extra += ["--prompt-config", "/results/prompt_config.yaml"]
+    return run_dir, CollectorRun(input_file=input_copy, output_dir=run_dir, args=extra)
+
+
+def _default_run_name(loaded, collection: CollectionArgs) -> str:
+    if collection.input_file is not None:
+        return collection.input_file.stem
+    names = {d.name for d in benchmark_datasets(loaded.data, loaded.search_roots)}
+    return "+".join(sorted(names)) or "run"
+
+
+def _run_dir(results_dir: Path, name: str, resume: bool) -> Path:
+    if resume:
+        earlier = sorted(results_dir.glob(f"{name}-*"))
+        if not earlier:
+            raise UserError(f"--resume: no earlier run named {name!r} under {results_dir}",
+                            hint="run without --resume first, or pass --run-name")
+        return earlier[-1]
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    candidate = results_dir / f"{name}-{stamp}"
+    suffix = 1
+    while candidate.exists():
+        suffix += 1
+        candidate = results_dir / f"{name}-{stamp}-{suffix}"
+    return candidate
+
+
+def _require_running(project: ComposeProject) -> None:
+    states = project.ps()
+    unhealthy = [s.service for s in states if s.state != "running" or s.health not in ("healthy", "")]
+    if not states or unhealthy:
+        raise UserError(
+            f"--no-serve needs the stack to be up and healthy; "
+            + (f"not healthy: {', '.join(unhealthy)}" if states else f"project {project.name!r} has no containers"),
+            hint="start it with `gym-compose up -d` and the same config arguments",
+        )
+
+
+def _run_collector(project: ComposeProject, run_dir: Path) -> int:
+    argv = project.run_command(COLLECTOR_SERVICE)
+    log_path = run_dir / "collector.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        display = ProgressDisplay()
+        try:
+            deadline = time.monotonic() + COLLECTOR_TIMEOUT_SECONDS
+            while process.poll() is None and time.monotonic() < deadline:
+                display.update(read_progress(run_dir))
+                time.sleep(0.5)
+            if process.poll() is None:
+                process.kill()
+        except KeyboardInterrupt:
+            say("\ninterrupted: stopping the collector; finished rollouts are saved (rerun with --resume)")
+            process.terminate()
+            process.wait(timeout=30)
+            raise
+        finally:
+            display.update(read_progress(run_dir))
+            display.close()
+    code = process.returncode
+    if code not in (0, 1):
+        say(f"error: the collector exited with {code}; its output:")
+        say(log_path.read_text(errors="replace")[-3000:].rstrip())
+    return code
+
+
+class ProgressDisplay:
+    """A live one-line progress bar on a terminal; a line every few seconds otherwise."""
+
+    def __init__(self):
+        self.tty = sys.stderr.isatty()
+        self.last_line = ""
+        self.last_print = 0.0
+
+    def update(self, progress: dict | None) -> None:
+        if not progress:
+            return
+        total, done, failed = progress.get("total", 0), progress.get("done", 0), progress.get("failed", 0)
+        rate, reward = progress.get("rollouts_per_second") or 0.0, progress.get("mean_reward")
+        width = 30
+        filled = int(width * done / total) if total else 0
+        line = (f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}  {rate:.1f} rollouts/s  "
+                f"mean reward {reward if reward is None else f'{reward:.3f}'}  failures {failed}")
+        if line == self.last_line:
+            return
+        if self.tty:
+            sys.stderr.write("\r" + line)
+            sys.stderr.flush()
+        elif time.monotonic() - self.last_print > 5 or progress.get("finished"):
+            sys.stderr.write(line + "\n")
+            self.last_print = time.monotonic()
+        self.last_line = line
+
+    def close(self) -> None:
+        if self.tty and self.last_line:
+            sys.stderr.write("\n")
+
+
+def _write_manifest(run_dir: Path, data: dict, compose_file: Path, images: dict[str, str],
+                    started_at: datetime, exit_code: int) -> None:
+    shutil.copyfile(compose_file, run_dir / "compose.yaml")
+    digests = {}
+    for service, tag in sorted(images.items()):
+        try:
+            digests[service] = {"image": tag, "id": image_digest(tag)}
+        except UserError:
+            digests[service] = {"image": tag, "id": None}
+    manifest = {
+        "gym_compose_version": __version__,
+        "command": sys.argv,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "collector_exit_code": exit_code,
+        "images": digests,
+        "compose_file": "compose.yaml",
+        "resolved_config": redact(data),
+    }
+    (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def _print_summary(run_dir: Path) -> None:
+    path = run_dir / METRICS_FILE
+    if not path.is_file():
+        return
+    try:
+        per_agent = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return
+    for entry in per_agent if isinstance(per_agent, list) else []:
+        name = (entry.get("agent_ref") or {}).get("name", "?")
+        print(f"{name}:")
+        for key, value in (entry.get("key_metrics") or {}).items():
+            shown = f"{value:.4g}" if isinstance(value, float) else value
+            print(f"  {key:40} {shown}")
+
+
+def _down_quietly(project: ComposeProject) -> None:
+    try:
+        project.down()
+    except Exception as error:
+        say(f"warning: could not remove the stack: {error}")

@@ -1,0 +1,113 @@
+"""The rows a collection run sends: an explicit --input file, or the config's benchmark datasets.
+
+Rows of a dataset declared on an agent get `agent_ref: {name: <agent>}` when they carry none,
+as NeMo Gym's collation does, so the collector can route them. Every line is checked here, so a
+malformed row stops the run before any container starts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gym_compose.config import instances, resolve_path
+from gym_compose.errors import UserError
+
+COLLECTABLE_TYPES = ("benchmark",)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    instance: str
+    server_type: str
+    name: str
+    path: Path
+    num_repeats: int | None
+
+
+def benchmark_datasets(data: dict[str, Any], roots: list[Path]) -> list[Dataset]:
+    """Every dataset of type `benchmark`, once per (file, agent), in config order."""
+    found: list[Dataset] = []
+    seen: set[tuple[Path, str]] = set()
+    for instance in instances(data):
+        if instance.server_type == "environment_servers":
+            continue  # an environment server's datasets repeat its agent's
+        for entry in instance.spec.get("datasets") or []:
+            if not isinstance(entry, dict) or entry.get("type") not in COLLECTABLE_TYPES:
+                continue
+            raw = entry.get("jsonl_fpath")
+            if not raw:
+                raise UserError(f"{instance.name}: dataset {entry.get('name')!r} has no jsonl_fpath")
+            path = resolve_path(raw, roots)
+            if path is None or not Path(path).is_file():
+                hint = _prepare_hint(entry)
+                raise UserError(
+                    f"{instance.name}: dataset {entry.get('name')!r} file {raw} does not exist "
+                    f"(looked under {', '.join(str(r) for r in roots)})",
+                    hint=hint,
+                )
+            key = (Path(path).resolve(), instance.name)
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append(Dataset(instance.name, instance.server_type, entry.get("name", ""), Path(path),
+                                 entry.get("num_repeats")))
+    return found
+
+
+def write_collection_input(datasets: list[Dataset], target: Path) -> int:
+    """Concatenate the datasets' rows into target, adding agent_ref for agent datasets. Returns rows."""
+    count = 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "w", encoding="utf-8") as out:
+        for dataset in datasets:
+            for line_number, row in read_rows(dataset.path):
+                if dataset.server_type == "responses_api_agents" and "agent_ref" not in row:
+                    row = {**row, "agent_ref": {"name": dataset.instance}}
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                count += 1
+    if count == 0:
+        raise UserError(f"the benchmark datasets hold no rows: {', '.join(str(d.path) for d in datasets)}")
+    return count
+
+
+def read_rows(path: Path):
+    """Yield (line number, row) for every non-blank line; a bad line is an error naming file and line."""
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise UserError(
+                    f"{path}:{line_number}: not valid JSON ({error.msg} at column {error.colno})",
+                    hint="each line of a dataset must be one JSON object",
+                ) from None
+            if not isinstance(row, dict):
+                raise UserError(f"{path}:{line_number}: a row must be a JSON object, got {type(row).__name__}")
+            yield line_number, row
+
+
+def check_rows(path: Path) -> int:
+    return sum(1 for _ in read_rows(path))
+
+
+def uniform_num_repeats(datasets: list[Dataset]) -> int | None:
+    repeats = {d.num_repeats or 1 for d in datasets}
+    if len(repeats) > 1:
+        raise UserError(
+            "the selected datasets ask for different num_repeats: "
+            + ", ".join(f"{d.name}={d.num_repeats or 1}" for d in datasets),
+            hint="pass --num-repeats N to use one value for every row",
+        )
+    value = repeats.pop() if repeats else None
+    return value if value and value > 1 else None
+
+
+def _prepare_hint(entry: dict[str, Any]) -> str:
+    if entry.get("prepare_script"):
+        return f"prepare it first: gym-compose eval prepare (runs {entry['prepare_script']})"
+    return "check jsonl_fpath, or pass rows with --input FILE"
