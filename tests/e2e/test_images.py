@@ -1,0 +1,83 @@
+"""Real builds on the Docker engine: the offline base, and server images on top of it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from gym_compose.engine import docker_cli, images
+
+pytestmark = pytest.mark.docker
+
+
+def run_in(tag: str, *command: str) -> str:
+    result = docker_cli.run_docker(["run", "--rm", tag, *command], timeout=120)
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def offline_base() -> str:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GYM_COMPOSE_OFFLINE", "1")
+        return images.ensure_base_image(progress=print)
+
+
+@pytest.fixture
+def removed_after(request):
+    tags: list[str] = []
+    yield tags
+    for tag in tags:
+        docker_cli.run_docker(["image", "rm", "--force", tag], timeout=120, check=False)
+
+
+def test_offline_base_runs_the_runtime_as_the_non_root_user(offline_base):
+    assert offline_base.startswith("gym-compose/base:")
+    output = run_in(
+        offline_base,
+        "python",
+        "-c",
+        "import os, sys, gym_compose.server, gym_compose.collect, fastapi, uvicorn, httpx, orjson, yaml;"
+        "print(os.getuid(), os.getcwd(), sys.prefix, '%d.%d' % sys.version_info[:2], os.environ['PYTHONUNBUFFERED'])",
+    )
+    assert output.split() == ["10001", "/srv/server", "/opt/venv", "3.11", "1"]
+    config = images.inspect_image(offline_base)["Config"]
+    assert config["Cmd"] == ["python", "-m", "gym_compose.server"]
+
+
+def test_tiny_server_image_adds_only_its_files_and_is_not_rebuilt(offline_base, tmp_path, removed_after, monkeypatch):
+    folder = tmp_path / "e2e_tiny_server"
+    (folder / "data").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "app.py").write_text("ANSWER = 42\n")
+    (folder / "data" / "rows.jsonl").write_text('{"q": 1}\n')
+    (folder / "tests" / "test_app.py").write_text("def test(): pass\n")
+
+    tag = images.ensure_server_image(folder, offline_base, progress=print)
+    removed_after.append(tag)
+    listing = run_in(tag, "sh", "-c", "cd /srv/server && find . -type f | sort && python -c 'import app; print(app.ANSWER)'")
+    assert listing.split() == ["./app.py", "./data/rows.jsonl", "42"]
+    assert images.image_size(tag) - images.image_size(offline_base) < 100_000
+
+    monkeypatch.setenv("GYM_COMPOSE_OFFLINE", "1")
+    lines: list[str] = []
+    started = time.monotonic()
+    again = images.ensure_server_image(folder, images.ensure_base_image(progress=lines.append), progress=lines.append)
+    assert again == tag
+    assert time.monotonic() - started < 10
+    assert not any(line.startswith("building") for line in lines), lines
+
+
+def test_server_requirements_install_offline_from_the_host_wheelhouse(offline_base, tmp_path, removed_after):
+    folder = tmp_path / "e2e_requirements_server"
+    folder.mkdir()
+    (folder / "app.py").write_text("import six\n")
+    (folder / "requirements.txt").write_text("six==1.16.0\nfastapi\n")
+
+    tag = images.ensure_server_image(folder, offline_base, progress=print)
+    removed_after.append(tag)
+    output = run_in(tag, "python", "-c", "import six, fastapi, app; print(six.__version__)")
+    assert output.strip() == "1.16.0"
+    # fastapi is already in the base: nothing beyond six and the files is added
+    assert images.image_size(tag) - images.image_size(offline_base) < 2_000_000
