@@ -1,0 +1,101 @@
+"""Benchmark image builds: cold (from nothing, offline) and warm (no-op), and image sizes.
+
+    .venv/bin/python bench/bench_build.py --cold     # removes gym-compose images and the host cache first
+    .venv/bin/python bench/bench_build.py            # whatever is there already
+
+Builds the base and one image per server implementation under server_images/ that has its own
+code (app.py), plus a tiny synthetic server, then prints each server image's size above the base.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gym_compose.engine import docker_cli  # noqa: E402
+from gym_compose.engine.image_settings import IMAGE_LABEL, ImageSettings  # noqa: E402
+from gym_compose.engine.images import PROJECT_ROOT, ensure_base_image, ensure_server_image, image_size  # noqa: E402
+from gym_compose.errors import UserError  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cold", action="store_true", help="remove gym-compose images and the host cache first")
+    parser.add_argument("--no-pip-cache", action="store_true", help="also bypass pip's own download cache")
+    parser.add_argument("--online", action="store_true", help="do not force GYM_COMPOSE_OFFLINE=1")
+    parser.add_argument("--quiet", action="store_true", help="hide build progress")
+    options = parser.parse_args()
+    if not options.online:
+        os.environ["GYM_COMPOSE_OFFLINE"] = "1"
+    if options.no_pip_cache:
+        os.environ["PIP_NO_CACHE_DIR"] = "1"
+    progress = (lambda line: None) if options.quiet else print
+
+    if options.cold:
+        remove_everything()
+    with tempfile.TemporaryDirectory() as scratch:
+        folders = implementation_folders(Path(scratch))
+        cold_s, base, servers = timed_build(folders, progress)
+        warm_s, _, _ = timed_build(folders, progress=lambda line: None)
+
+    label = "cold build (from nothing)" if options.cold else "first build (with what was there)"
+    print(f"\n{label}: {cold_s:.1f} s   warm no-op: {warm_s:.2f} s   base: {base} {mb(image_size(base))}")
+    for tag in servers:
+        print(f"  {tag:<60} {kb(image_size(tag) - image_size(base))} above the base")
+    return 0
+
+
+def timed_build(folders: list[Path], progress) -> tuple[float, str, list[str]]:
+    started = time.monotonic()
+    base = ensure_base_image(progress=progress)
+    servers = [ensure_server_image(folder, base, progress=progress) for folder in folders]
+    return time.monotonic() - started, base, servers
+
+
+def implementation_folders(scratch: Path) -> list[Path]:
+    tiny = scratch / "bench_tiny_server"
+    (tiny / "data").mkdir(parents=True)
+    (tiny / "app.py").write_text("ANSWER = 42\n")
+    (tiny / "data" / "rows.jsonl").write_text('{"q": 1}\n')
+    own = sorted(path.parent for path in (PROJECT_ROOT / "server_images").glob("*/app.py"))
+    return own + [tiny]
+
+
+def remove_everything() -> None:
+    """Every image built by gym-compose (intermediate ones inherit the label) and the host cache."""
+    for _ in range(5):
+        listed = docker_cli.run_docker(
+            ["image", "ls", "--all", "--quiet", "--filter", f"label={IMAGE_LABEL}"], timeout=60, retries=2
+        )
+        ids = sorted(set(listed.stdout.split()))
+        if not ids:
+            break
+        docker_cli.run_docker(["image", "rm", "--force", *ids], timeout=300, check=False)
+    cache = ImageSettings.from_env().cache_dir
+    shutil.rmtree(cache, ignore_errors=True)
+    print(f"removed gym-compose images and {cache}")
+
+
+def mb(size: int) -> str:
+    return f"{size / 1e6:.0f} MB"
+
+
+def kb(size: int) -> str:
+    if size >= 1e6:
+        return f"{size / 1e6:.1f} MB"
+    return f"{size / 1e3:.1f} kB" if size >= 1e3 else f"{size} B"
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(error.exit_code)
