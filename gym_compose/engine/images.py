@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gym_compose.engine import docker_cli
 from gym_compose.engine.build_lock import file_lock
-from gym_compose.engine.debian_base import ensure_debian_python_image
+from gym_compose.engine.debian_base import debian_python_tag, ensure_debian_python_image
 from gym_compose.engine.image_build import build_image, inspect_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
 from gym_compose.engine.image_settings import IMAGE_LABEL, IMAGE_PREFIX, PYTHON_VERSION, ImageSettings
@@ -50,47 +50,76 @@ class Parent:
     reason: str
 
 
+@dataclass(frozen=True)
+class BaseInputs:
+    """Everything from this checkout that goes into the base image."""
+
+    dockerfile: str
+    requirements: str
+    sources: list[Path]
+
+    @classmethod
+    def read(cls) -> "BaseInputs":
+        return cls(
+            dockerfile=(DOCKER_DIR / "base.Dockerfile").read_text(),
+            requirements=_read_runtime_requirements(),
+            sources=tree_files(PACKAGE_DIR, skip=HOST_ONLY_MODULES),
+        )
+
+    def tag(self, parent_id: str, offline: bool) -> str:
+        digest = (
+            ContentHash()
+            .add_text("dockerfile", self.dockerfile)
+            .add_text("requirements", self.requirements)
+            .add_text("parent", parent_id)
+            .add_text("pip-options", OFFLINE_PIP_OPTIONS if offline else "")
+            .add_text("python", PYTHON_VERSION)
+            .add_tree("gym_compose", PACKAGE_DIR, self.sources)
+            .hexdigest()
+        )
+        return f"{IMAGE_PREFIX}/base:{digest}"
+
+
 def ensure_base_image(progress: Progress = print) -> str:
     """Tag of the local base image `gym-compose/base:<hash>`, built when missing."""
     settings = ImageSettings.from_env()
+    inputs = BaseInputs.read()
+    if not settings.offline and inspect_image(settings.public_base) is None:
+        # An up-to-date offline base is used as is: no pull attempt (slow where DNS hangs).
+        ready = _ready_offline_base(settings, inputs)
+        if ready is not None:
+            progress(f"base image {ready} is up to date (offline bootstrap; {settings.public_base} is not local)")
+            return ready
     parent = choose_parent(settings, progress)
-    sources = tree_files(PACKAGE_DIR, skip=HOST_ONLY_MODULES)
-    requirements = _read_runtime_requirements()
-    dockerfile = (DOCKER_DIR / "base.Dockerfile").read_text()
-    pip_options = OFFLINE_PIP_OPTIONS if parent.offline else ""
-    digest = (
-        ContentHash()
-        .add_text("dockerfile", dockerfile)
-        .add_text("requirements", requirements)
-        .add_text("parent", parent.image_id)
-        .add_text("pip-options", pip_options)
-        .add_text("python", PYTHON_VERSION)
-        .add_tree("gym_compose", PACKAGE_DIR, sources)
-        .hexdigest()
-    )
-    tag = f"{IMAGE_PREFIX}/base:{digest}"
+    tag = inputs.tag(parent.image_id, parent.offline)
     if image_exists(tag):
         progress(f"base image {tag} is up to date ({parent.reason})")
         return tag
-    with file_lock(settings.cache_dir / "locks" / f"base-{digest}.lock"), _build_context(settings) as context:
+    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"), _build_context(settings) as context:
         if image_exists(tag):
             return tag
         progress(f"building base image {tag} ({parent.reason})")
-        wheels = context / "wheels"
-        wheels.mkdir()
+        (context / "wheels").mkdir()
         if parent.offline:
-            _link_wheels(ensure_wheelhouse(requirements, settings.cache_dir, progress), wheels)
-        (context / "Dockerfile").write_text(dockerfile)
-        (context / "runtime-requirements.txt").write_text(requirements)
-        _copy_files(PACKAGE_DIR, sources, context / "gym_compose")
-        build_image(
-            context,
-            tag,
-            build_args={"PARENT_IMAGE": parent.image, "PYTHON_VERSION": PYTHON_VERSION, "PIP_INSTALL_OPTIONS": pip_options},
-            progress=progress,
-            verbose=settings.verbose,
-        )
+            _link_wheels(ensure_wheelhouse(inputs.requirements, settings.cache_dir, progress), context / "wheels")
+        (context / "Dockerfile").write_text(inputs.dockerfile)
+        (context / "runtime-requirements.txt").write_text(inputs.requirements)
+        _copy_files(PACKAGE_DIR, inputs.sources, context / "gym_compose")
+        build_args = {
+            "PARENT_IMAGE": parent.image,
+            "PYTHON_VERSION": PYTHON_VERSION,
+            "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if parent.offline else "",
+        }
+        build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
     return tag
+
+
+def _ready_offline_base(settings: ImageSettings, inputs: BaseInputs) -> str | None:
+    debian = inspect_image(debian_python_tag(settings))
+    if debian is None:
+        return None
+    tag = inputs.tag(debian["Id"], offline=True)
+    return tag if image_exists(tag) else None
 
 
 def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progress = print) -> str:
@@ -120,7 +149,7 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
     if image_exists(tag):
         progress(f"server image {tag} is up to date")
         return tag
-    with file_lock(settings.cache_dir / "locks" / f"{name}-{digest}.lock"), _build_context(settings) as context:
+    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"), _build_context(settings) as context:
         if image_exists(tag):
             return tag
         progress(f"building server image {tag}")
@@ -132,13 +161,8 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
         (context / "Dockerfile").write_text(dockerfile)
         (context / "requirements.txt").write_text(requirements)
         _copy_files(implementation_dir, files, context / "server")
-        build_image(
-            context,
-            tag,
-            build_args={"BASE_IMAGE": base_tag, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""},
-            progress=progress,
-            verbose=settings.verbose,
-        )
+        build_args = {"BASE_IMAGE": base_tag, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""}
+        build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
     return tag
 
 

@@ -277,3 +277,16 @@ def test_image_digest_and_size_read_the_local_image(engine):
     assert not images.image_exists("gym-compose/x:2")
     with pytest.raises(UserError, match="does not exist"):
         images.image_digest("gym-compose/x:2")
+
+
+def test_an_up_to_date_offline_base_is_reused_without_another_pull(engine, runtime_requirements):
+    engine.pull_works = False
+    first = images.ensure_base_image(progress=lambda line: None)
+    second = images.ensure_base_image(progress=lambda line: None)
+    assert first == second
+    assert len(engine.commands("pull")) == 1
+
+    runtime_requirements.write_text("fastapi\nhttpx\n")  # stale: try the registry again
+    images.ensure_base_image(progress=lambda line: None)
+    assert len(engine.commands("pull")) == 2
+    assert len(engine.commands("import")) == 1  # the Debian parent is kept
