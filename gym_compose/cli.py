@@ -367,7 +367,7 @@ def eval_prepare(ctx: typer.Context) -> None:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
@@ -385,3 +385,4 @@ def main() -> None:
             error.show()
             sys.exit(error.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)

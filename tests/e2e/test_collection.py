@@ -1,0 +1,105 @@
+"""End-to-end collection: the collector container against a real stack (marked `docker`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_stack import free_port, gym_compose, labelled
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
+
+
+@pytest.fixture
+def project(request) -> str:
+    name = f"gce2e-{request.node.name.replace('_', '-')[:30].lower()}"
+    yield name
+    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def only_run_dir(results: Path) -> Path:
+    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def test_up_benchmark_writes_rollouts_and_metrics_and_leaves_nothing_running(project, tmp_path):
+    up = gym_compose("up", "--benchmark", "example_single_tool_call", "-p", project,
+                     "--head-port", str(free_port()), cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    run_dir = only_run_dir(tmp_path / "results")
+    assert str(run_dir.relative_to(tmp_path)) in up.stdout  # the run folder is printed
+
+    rollouts = read_jsonl(run_dir / "rollouts.jsonl")
+    assert len(rollouts) == 5
+    assert all(row["reward"] == 1.0 for row in rollouts)
+    assert sorted(row["_ng_task_index"] for row in rollouts) == list(range(5))
+    assert all(row["agent_ref"]["name"] for row in rollouts)
+    metrics = json.loads((run_dir / "rollouts_aggregate_metrics.json").read_text())
+    assert metrics[0]["agent_metrics"]["mean/reward"] == 1.0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["collector_exit_code"] == 0
+    assert all(entry["id"] for entry in manifest["images"].values())
+    assert (run_dir / "compose.yaml").is_file()
+    assert labelled("container", project) == []
+    assert labelled("network", project) == []
+
+
+def test_bad_row_stops_the_run_before_any_container_starts(project, tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(EXAMPLE_ROWS.read_text().splitlines()[0] + "\n{not json\n")
+    up = gym_compose("up", "--input", str(rows), "--resources-server", "example_single_tool_call",
+                     "-p", project, cwd=tmp_path)
+    assert up.returncode == 2
+    assert f"{rows}:2" in up.stderr
+    assert "Traceback" not in up.stderr
+    assert labelled("container", project) == []
+
+
+def test_killed_collector_resumes_with_every_rollout_exactly_once(project, tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(EXAMPLE_ROWS.read_text() * 80)  # 400 rows
+    common = ["--input", str(rows), "--resources-server", "example_single_tool_call", "-p", project,
+              "--head-port", str(free_port()), "--run-name", "killed", "--num-repeats", "2",
+              "--num-samples-in-parallel", "4"]
+    first = subprocess.Popen([sys.executable, "-m", "gym_compose", "up", "--keep", *common],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = tmp_path / "results"
+    deadline = time.monotonic() + 300
+    killed = False
+    while time.monotonic() < deadline and first.poll() is None:
+        runs = list(results.glob("killed-*/rollouts.jsonl")) if results.exists() else []
+        if runs and len(runs[0].read_text().splitlines()) >= 50:
+            collectors = subprocess.run(
+                ["docker", "ps", "-q", "--filter", f"label=io.gym-compose.project={project}",
+                 "--filter", "label=io.gym-compose.role=collector"], capture_output=True, text=True, timeout=30,
+            ).stdout.split()
+            if collectors:
+                subprocess.run(["docker", "kill", *collectors], capture_output=True, timeout=60)
+                killed = True
+                break
+        time.sleep(0.2)
+    out, err = first.communicate(timeout=300)
+    assert killed, f"never saw the collector mid-run:\n{err}"
+    assert first.returncode != 0
+    run_dir = only_run_dir(results)
+    before = len(read_jsonl(run_dir / "rollouts.jsonl"))
+    assert 0 < before < 800
+
+    resumed = gym_compose("eval", "run", "--no-serve", "--resume", *common, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    rollouts = read_jsonl(run_dir / "rollouts.jsonl")
+    keys = [(row["_ng_task_index"], row["_ng_rollout_index"]) for row in rollouts]
+    assert len(keys) == 800 and len(set(keys)) == 800
+    assert labelled("container", project)  # --keep left the servers up for the --no-serve rerun
