@@ -17,6 +17,8 @@ _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 # Steps that do work; ARG, ENV, LABEL and the like finish instantly and are not shown.
 _SHOWN_STEPS = ("FROM", "RUN", "COPY", "ADD")
 _LINE_WIDTH = 110
+# The classic builder colours a step's stderr with terminal escapes.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class BuildProgress:
@@ -32,6 +34,7 @@ class BuildProgress:
         self.recent: deque[str] = deque(maxlen=30)
 
     def __call__(self, line: str) -> None:
+        line = _ANSI_ESCAPE.sub("", line)
         self.recent.append(line)
         if self.verbose:
             self.progress(f"  [{self.tag}] {line}")
@@ -63,7 +66,7 @@ def build_image(
         output = "\n".join("    " + line for line in display.recent)
         raise UserError(
             f"Building image {tag} failed:\n{output}",
-            hint="read the step output above; GYM_COMPOSE_BUILD_VERBOSE=1 shows every line of the build",
+            hint="the lines above end the build output; GYM_COMPOSE_BUILD_VERBOSE=1 shows all of it",
         )
 
 

@@ -94,6 +94,8 @@ def test_build_progress_shows_one_line_per_working_step():
         display(line)
     assert shown == ["  [gym-compose/base:1] 2/4 FROM a", "  [gym-compose/base:1] 3/4 RUN pip install x"]
     assert list(display.recent)[-2:] == ["Collecting x", "Step 4/4 : LABEL a=b"]
+    display("\x1b[91mERROR: No matching distribution\x1b[0m")
+    assert display.recent[-1] == "ERROR: No matching distribution"
 
 
 def test_tree_files_and_content_hash(tmp_path):
