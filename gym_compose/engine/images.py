@@ -12,6 +12,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,7 +185,11 @@ def choose_parent(settings: ImageSettings, progress: Progress) -> Parent:
         reason = "offline bootstrap"
     else:
         reason = "offline bootstrap, GYM_COMPOSE_OFFLINE is set"
-    debian = ensure_debian_python_image(settings, progress)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The runtime's wheel download (network) overlaps the root filesystem build (CPU, disk).
+        wheels = pool.submit(ensure_wheelhouse, _read_runtime_requirements(), settings.cache_dir, progress)
+        debian = ensure_debian_python_image(settings, progress)
+        wheels.result()
     image = inspect_image(debian)
     if image is None:
         raise UserError(f"The offline parent image {debian} vanished right after it was imported.")

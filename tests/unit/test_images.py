@@ -139,7 +139,7 @@ def test_a_failed_pull_takes_the_offline_path_by_itself_and_says_so_in_one_line(
     assert build["args"]["PARENT_IMAGE"] == debian_tag
     assert build["args"]["PIP_INSTALL_OPTIONS"] == "--no-index"
     assert "wheels/fastapi-0.110.0-py3-none-any.whl" in build["files"]
-    assert engine.wheelhouse_requests == [("fastapi\n", "")]
+    assert set(engine.wheelhouse_requests) == {("fastapi\n", "")}
     path_lines = [line for line in lines if "cannot pull" in line]
     assert len(path_lines) == 1 and "no such host" in path_lines[0] and "offline" in path_lines[0]
 
