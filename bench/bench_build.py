@@ -1,7 +1,9 @@
 """Benchmark image builds: cold (from nothing, offline) and warm (no-op), and image sizes.
 
-    .venv/bin/python bench/bench_build.py --cold     # removes gym-compose images and the host cache first
-    .venv/bin/python bench/bench_build.py            # whatever is there already
+    .venv/bin/python bench/bench_build.py --cold       # removes gym-compose images and the host cache first
+    .venv/bin/python bench/bench_build.py --isolated   # cold, under a fresh image prefix and cache dir,
+                                                       # leaving other images alone (shared engines)
+    .venv/bin/python bench/bench_build.py              # whatever is there already
 
 Builds the base and one image per server implementation under server_images/ that has its own
 code (app.py), plus a tiny synthetic server, then prints each server image's size above the base.
@@ -28,6 +30,7 @@ from gym_compose.errors import UserError  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cold", action="store_true", help="remove gym-compose images and the host cache first")
+    parser.add_argument("--isolated", action="store_true", help="cold build under a fresh image prefix and cache dir")
     parser.add_argument("--no-pip-cache", action="store_true", help="also bypass pip's own download cache")
     parser.add_argument("--online", action="store_true", help="do not force GYM_COMPOSE_OFFLINE=1")
     parser.add_argument("--quiet", action="store_true", help="hide build progress")
@@ -36,19 +39,30 @@ def main() -> int:
         os.environ["GYM_COMPOSE_OFFLINE"] = "1"
     if options.no_pip_cache:
         os.environ["PIP_NO_CACHE_DIR"] = "1"
-    progress = (lambda line: None) if options.quiet else print
+    started = time.monotonic()
+    progress = (lambda line: None) if options.quiet else (lambda line: print(f"{time.monotonic() - started:6.1f}s {line}"))
 
-    if options.cold:
-        remove_everything()
     with tempfile.TemporaryDirectory() as scratch:
+        if options.isolated:
+            os.environ["GYM_COMPOSE_IMAGE_PREFIX"] = f"gym-compose-bench-{os.getpid()}"
+            os.environ["GYM_COMPOSE_CACHE_DIR"] = str(Path(scratch) / "cache")
+        cold = options.cold or options.isolated
+        if options.cold and not remove_images(f"label={IMAGE_LABEL}"):
+            cold = False
+        if options.cold:
+            remove_cache()
         folders = implementation_folders(Path(scratch))
-        cold_s, base, servers = timed_build(folders, progress)
-        warm_s, _, _ = timed_build(folders, progress=lambda line: None)
-
-    label = "cold build (from nothing)" if options.cold else "first build (with what was there)"
-    print(f"\n{label}: {cold_s:.1f} s   warm no-op: {warm_s:.2f} s   base: {base} {mb(image_size(base))}")
-    for tag in servers:
-        print(f"  {tag:<60} {kb(image_size(tag) - image_size(base))} above the base")
+        try:
+            first_s, base, servers = timed_build(folders, progress)
+            warm_s, _, _ = timed_build(folders, progress=lambda line: None)
+            label = "cold build (from nothing)" if cold else "first build (with what was there)"
+            print(f"\n{label}: {first_s:.1f} s   warm no-op: {warm_s:.2f} s   base: {base} {mb(image_size(base))}")
+            for tag in servers:
+                print(f"  {tag:<60} {kb(image_size(tag) - image_size(base))} above the base")
+        finally:
+            if options.isolated:
+                prefix = os.environ["GYM_COMPOSE_IMAGE_PREFIX"]
+                remove_images(f"label={IMAGE_LABEL}.prefix={prefix}")
     return 0
 
 
@@ -68,16 +82,21 @@ def implementation_folders(scratch: Path) -> list[Path]:
     return own + [tiny]
 
 
-def remove_everything() -> None:
-    """Every image built by gym-compose (intermediate ones inherit the label) and the host cache."""
+def remove_images(label_filter: str) -> bool:
+    """Removes the images matching the filter (intermediate ones inherit the labels); False when
+    some are left (in use by a container)."""
     for _ in range(5):
-        listed = docker_cli.run_docker(
-            ["image", "ls", "--all", "--quiet", "--filter", f"label={IMAGE_LABEL}"], timeout=60, retries=2
-        )
+        listed = docker_cli.run_docker(["image", "ls", "--all", "--quiet", "--filter", label_filter], timeout=60, retries=2)
         ids = sorted(set(listed.stdout.split()))
         if not ids:
-            break
-        docker_cli.run_docker(["image", "rm", "--force", *ids], timeout=300, check=False)
+            return True
+        removed = docker_cli.run_docker(["image", "rm", "--force", *ids], timeout=300, check=False)
+    print(f"could not remove every image ({label_filter}); the build below is not cold:")
+    print(removed.stderr.strip()[-800:])
+    return False
+
+
+def remove_cache() -> None:
     cache = ImageSettings.from_env().cache_dir
     shutil.rmtree(cache, ignore_errors=True)
     print(f"removed gym-compose images and {cache}")

@@ -15,7 +15,7 @@ from gym_compose.engine import docker_cli
 from gym_compose.engine.build_lock import file_lock
 from gym_compose.engine.image_build import inspect_image
 from gym_compose.engine.image_hash import ContentHash
-from gym_compose.engine.image_settings import DEBIAN_SUITE, IMAGE_LABEL, IMAGE_PREFIX, ImageSettings
+from gym_compose.engine.image_settings import DEBIAN_SUITE, IMAGE_LABEL, ImageSettings
 from gym_compose.errors import UserError
 
 MMDEBSTRAP_TIMEOUT_S = 900
@@ -30,12 +30,17 @@ _EXCLUDED_PATHS = (
     "path-exclude=/usr/share/locale/*",
     "path-include=/usr/share/locale/locale.alias",
 )
-_IMAGE_CHANGES = (
-    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "ENV LANG=C.UTF-8",
-    'CMD ["python3"]',
-    f"LABEL {IMAGE_LABEL}=debian-python",
-)
+
+
+def image_changes(settings: ImageSettings) -> list[str]:
+    """`docker import --change` lines. The labels are inherited by every image built on top,
+    intermediate ones included, so that all of them can be found (and removed) by label."""
+    return [
+        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ENV LANG=C.UTF-8",
+        'CMD ["python3"]',
+        f"LABEL {IMAGE_LABEL}=debian-python {IMAGE_LABEL}.prefix={settings.image_prefix}",
+    ]
 
 
 def mmdebstrap_command(settings: ImageSettings, output: Path) -> list[str]:
@@ -47,14 +52,19 @@ def mmdebstrap_command(settings: ImageSettings, output: Path) -> list[str]:
     return command
 
 
+def rootfs_key(settings: ImageSettings) -> str:
+    """Names the cached root filesystem: everything that decides its content."""
+    return ContentHash().add_text("mmdebstrap", " ".join(mmdebstrap_command(settings, Path("rootfs.tar")))).hexdigest()
+
+
 def debian_python_tag(settings: ImageSettings) -> str:
     digest = (
         ContentHash()
-        .add_text("mmdebstrap", " ".join(mmdebstrap_command(settings, Path("rootfs.tar"))))
-        .add_text("changes", "\n".join(_IMAGE_CHANGES))
+        .add_text("rootfs", rootfs_key(settings))
+        .add_text("changes", "\n".join(image_changes(settings)))
         .hexdigest()
     )
-    return f"{IMAGE_PREFIX}/debian-python:{digest}"
+    return f"{settings.image_prefix}/debian-python:{digest}"
 
 
 def ensure_debian_python_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:
@@ -65,11 +75,11 @@ def ensure_debian_python_image(settings: ImageSettings, progress: Callable[[str]
     with file_lock(settings.cache_dir / "locks" / "debian-python.lock"):
         if inspect_image(tag) is not None:
             return tag
-        rootfs = settings.cache_dir / "rootfs" / f"{tag.rsplit(':', 1)[1]}.tar"
+        rootfs = settings.cache_dir / "rootfs" / f"{rootfs_key(settings)}.tar"
         if not rootfs.exists():
             _make_rootfs(settings, rootfs, progress)
         progress(f"offline base: importing {rootfs.name} as {tag}")
-        changes = [arg for change in _IMAGE_CHANGES for arg in ("--change", change)]
+        changes = [arg for change in image_changes(settings) for arg in ("--change", change)]
         docker_cli.run_docker(["import", *changes, str(rootfs), tag], timeout=IMPORT_TIMEOUT_S)
     return tag
 

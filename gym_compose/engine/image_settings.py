@@ -7,7 +7,7 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-IMAGE_PREFIX = "gym-compose"
+DEFAULT_IMAGE_PREFIX = "gym-compose"
 IMAGE_LABEL = "io.gym-compose.image"
 DEFAULT_PUBLIC_BASE = "python:3.11-slim"
 PYTHON_VERSION = "3.11"
@@ -21,6 +21,7 @@ _TRUE = {"1", "true", "yes", "on"}
 @dataclass(frozen=True)
 class ImageSettings:
     cache_dir: Path
+    image_prefix: str
     public_base: str
     offline: bool
     debian_mirror: str | None
@@ -32,6 +33,7 @@ class ImageSettings:
         cache_root = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         return cls(
             cache_dir=Path(env.get("GYM_COMPOSE_CACHE_DIR") or cache_root / "gym-compose"),
+            image_prefix=env.get("GYM_COMPOSE_IMAGE_PREFIX") or DEFAULT_IMAGE_PREFIX,
             public_base=env.get("GYM_COMPOSE_BASE_IMAGE") or DEFAULT_PUBLIC_BASE,
             offline=env.get("GYM_COMPOSE_OFFLINE", "").strip().lower() in _TRUE,
             debian_mirror=env.get("GYM_COMPOSE_DEBIAN_MIRROR") or None,

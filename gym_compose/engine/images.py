@@ -21,7 +21,7 @@ from gym_compose.engine.build_lock import file_lock
 from gym_compose.engine.debian_base import debian_python_tag, ensure_debian_python_image
 from gym_compose.engine.image_build import build_image, inspect_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
-from gym_compose.engine.image_settings import IMAGE_LABEL, IMAGE_PREFIX, PYTHON_VERSION, ImageSettings
+from gym_compose.engine.image_settings import IMAGE_LABEL, PYTHON_VERSION, ImageSettings
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
 
@@ -67,7 +67,7 @@ class BaseInputs:
             sources=tree_files(PACKAGE_DIR, skip=HOST_ONLY_MODULES),
         )
 
-    def tag(self, parent_id: str, offline: bool) -> str:
+    def tag(self, prefix: str, parent_id: str, offline: bool) -> str:
         digest = (
             ContentHash()
             .add_text("dockerfile", self.dockerfile)
@@ -78,7 +78,7 @@ class BaseInputs:
             .add_tree("gym_compose", PACKAGE_DIR, self.sources)
             .hexdigest()
         )
-        return f"{IMAGE_PREFIX}/base:{digest}"
+        return f"{prefix}/base:{digest}"
 
 
 def ensure_base_image(progress: Progress = print) -> str:
@@ -92,7 +92,7 @@ def ensure_base_image(progress: Progress = print) -> str:
             progress(f"base image {ready} is up to date (offline bootstrap; {settings.public_base} is not local)")
             return ready
     parent = choose_parent(settings, progress)
-    tag = inputs.tag(parent.image_id, parent.offline)
+    tag = inputs.tag(settings.image_prefix, parent.image_id, parent.offline)
     if image_exists(tag):
         progress(f"base image {tag} is up to date ({parent.reason})")
         return tag
@@ -119,7 +119,7 @@ def _ready_offline_base(settings: ImageSettings, inputs: BaseInputs) -> str | No
     debian = inspect_image(debian_python_tag(settings))
     if debian is None:
         return None
-    tag = inputs.tag(debian["Id"], offline=True)
+    tag = inputs.tag(settings.image_prefix, debian["Id"], offline=True)
     return tag if image_exists(tag) else None
 
 
@@ -137,7 +137,7 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
     files = tree_files(implementation_dir, skip=SERVER_SKIPPED)
     requirements = server_requirements(implementation_dir)
     dockerfile = server_dockerfile(has_requirements=bool(requirements))
-    offline = _is_offline_base(base_tag)
+    offline = _is_offline_base(base_tag, settings)
     digest = (
         ContentHash()
         .add_text("dockerfile", dockerfile)
@@ -146,7 +146,7 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
         .add_tree("server", implementation_dir, files)
         .hexdigest()
     )
-    tag = f"{IMAGE_PREFIX}/{name}:{digest}"
+    tag = f"{settings.image_prefix}/{name}:{digest}"
     if image_exists(tag):
         progress(f"server image {tag} is up to date")
         return tag
@@ -239,12 +239,12 @@ def server_dockerfile(has_requirements: bool) -> str:
     return (DOCKER_DIR / template).read_text()
 
 
-def _is_offline_base(base_tag: str) -> bool:
+def _is_offline_base(base_tag: str, settings: ImageSettings) -> bool:
     image = inspect_image(base_tag)
     if image is None:
         raise UserError(f"Base image {base_tag} does not exist.", hint="build it first with ensure_base_image()")
     labels = (image.get("Config") or {}).get("Labels") or {}
-    return labels.get(f"{IMAGE_LABEL}.parent", "").startswith(f"{IMAGE_PREFIX}/debian-python:")
+    return labels.get(f"{IMAGE_LABEL}.parent", "").startswith(f"{settings.image_prefix}/debian-python:")
 
 
 def _read_runtime_requirements() -> str:

@@ -74,6 +74,7 @@ def engine(monkeypatch, tmp_path):
     monkeypatch.setenv("GYM_COMPOSE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("GYM_COMPOSE_OFFLINE", raising=False)
     monkeypatch.delenv("GYM_COMPOSE_BASE_IMAGE", raising=False)
+    monkeypatch.delenv("GYM_COMPOSE_IMAGE_PREFIX", raising=False)
 
     def fake_rootfs(settings, rootfs, progress):
         rootfs.parent.mkdir(parents=True, exist_ok=True)
@@ -290,3 +291,14 @@ def test_an_up_to_date_offline_base_is_reused_without_another_pull(engine, runti
     images.ensure_base_image(progress=lambda line: None)
     assert len(engine.commands("pull")) == 2
     assert len(engine.commands("import")) == 1  # the Debian parent is kept
+
+
+def test_image_prefix_setting_names_every_image(engine, runtime_requirements, tmp_path, monkeypatch):
+    monkeypatch.setenv("GYM_COMPOSE_IMAGE_PREFIX", "ci-42")
+    monkeypatch.setenv("GYM_COMPOSE_OFFLINE", "1")
+    base = images.ensure_base_image(progress=lambda line: None)
+    server = images.ensure_server_image(make_implementation(tmp_path), base, progress=lambda line: None)
+    (imported,) = engine.commands("import")
+    assert imported[-1].startswith("ci-42/debian-python:")
+    assert "LABEL io.gym-compose.image=debian-python io.gym-compose.image.prefix=ci-42" in imported
+    assert base.startswith("ci-42/base:") and server.startswith("ci-42/tiny_server:")
