@@ -31,8 +31,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = PROJECT_ROOT / "gym_compose"
 DOCKER_DIR = PROJECT_ROOT / "docker"
 RUNTIME_REQUIREMENTS = DOCKER_DIR / "runtime-requirements.txt"
-# Host-only parts of the package: the containers run gym_compose.server and gym_compose.collect.
-HOST_ONLY_MODULES = ("engine", "config", "cli.py", "__main__.py", "plan.py", "render.py")
+# The part of the package that runs in containers (docs/architecture.md): the rest is host-only,
+# and leaving it out keeps edits to it from rebuilding the base.
+CONTAINER_MODULES = frozenset({"__init__.py", "errors.py", "server", "collect"})
 # Never copied into a server image: tests and caches (data/ and configs/ are).
 SERVER_SKIPPED = ("tests",)
 PULL_TIMEOUT_S = 900
@@ -64,7 +65,7 @@ class BaseInputs:
         return cls(
             dockerfile=(DOCKER_DIR / "base.Dockerfile").read_text(),
             requirements=_read_runtime_requirements(),
-            sources=tree_files(PACKAGE_DIR, skip=HOST_ONLY_MODULES),
+            sources=[path for path in tree_files(PACKAGE_DIR) if path.parts[0] in CONTAINER_MODULES],
         )
 
     def tag(self, prefix: str, parent_id: str, offline: bool) -> str:
