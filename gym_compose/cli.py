@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from gym_compose.config.request import ConfigRequest
-from gym_compose.errors import NotBuiltYet, UserError
+from gym_compose.errors import UserError
 
 HELP = """Run NeMo Gym-style RL environments and benchmarks as a docker-compose project.
 
@@ -305,6 +305,7 @@ def eval_run(
     ctx: typer.Context,
     no_serve: Annotated[bool, typer.Option("--no-serve", help="Collect against the stack that is already up.")] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Leave the stack running afterwards.")] = False,
+    publish: PublishOpt = False,
     project: ProjectOpt = "gym-compose",
     head_port: HeadPortOpt = 11000,
     input_file: InputOpt = None,
@@ -339,7 +340,7 @@ def eval_run(
     from gym_compose.evaluation import run_collection
     from gym_compose.stack_commands import StackArgs
 
-    args = StackArgs(request, _stack_options(project, False, head_port))
+    args = StackArgs(request, _stack_options(project, publish, head_port))
     collection = _collection_args(input_file, results_dir, run_name, resume, limit, num_repeats,
                                   num_samples_in_parallel, prompt_config, temperature, top_p, max_output_tokens)
     raise typer.Exit(run_collection(args, collection, serve=not no_serve, keep=keep))
@@ -360,9 +361,25 @@ def _collection_args(input_file, results_dir, run_name, resume, limit, num_repea
 
 
 @eval_app.command("prepare", context_settings=STACK_COMMAND)
-def eval_prepare(ctx: typer.Context) -> None:
-    """Run the benchmark's prepare script to produce its dataset."""
-    raise NotBuiltYet("eval prepare")
+def eval_prepare(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    resources_server: ResourcesServerOpt = None,
+    model_type: ModelTypeOpt = None,
+    agent_type: AgentTypeOpt = None,
+    benchmark: BenchmarkOpt = None,
+    environment: EnvironmentOpt = None,
+    model: ModelOpt = None,
+    model_url: ModelUrlOpt = None,
+    model_api_key: ModelKeyOpt = None,
+    search_dir: SearchDirOpt = None,
+) -> None:
+    """Run the `prepare_script` of every benchmark dataset to produce its JSONL (on the host)."""
+    request = _config_request(ctx, config, resources_server, model_type, agent_type, benchmark,
+                              environment, model, model_url, model_api_key, search_dir)
+    from gym_compose.inputs import prepare_datasets
+
+    prepare_datasets(request)
 
 
 def main() -> None:

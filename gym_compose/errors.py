@@ -16,9 +16,3 @@ class UserError(Exception):
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
 
-
-class NotBuiltYet(UserError):
-    """A command of the product's tree whose issue has not landed yet."""
-
-    def __init__(self, command: str):
-        super().__init__(f"`gym-compose {command}` is not implemented yet.", exit_code=3)

@@ -8,6 +8,7 @@ run's manifest and prints the key metrics.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -18,15 +19,24 @@ from pathlib import Path
 
 from gym_compose import __version__
 from gym_compose.collect import read_progress
-from gym_compose.config import load, redact
+from gym_compose.config import redact
+from gym_compose.config.redact import MASK, is_secret_key
 from gym_compose.engine.build import build_stack_images
-from gym_compose.engine.compose import ComposeProject, StackNotHealthy
+from gym_compose.engine.compose import ComposeProject, StackNotHealthy, require_compose
 from gym_compose.engine.images import image_digest
 from gym_compose.errors import UserError
 from gym_compose.inputs import benchmark_datasets, check_rows, uniform_num_repeats, write_collection_input
-from gym_compose.plan import COLLECTOR_SERVICE, plan_stack
+from gym_compose.plan import COLLECTOR_SERVICE
 from gym_compose.render import CollectorRun, wait_timeout_seconds, write_project
-from gym_compose.stack_commands import StackArgs, print_services, project_dir, say, stop_and_remove
+from gym_compose.stack_commands import (
+    StackArgs,
+    down_quietly,
+    load_and_plan,
+    print_services,
+    project_dir,
+    say,
+    stop_and_remove,
+)
 
 INPUT_FILE = "input.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -47,11 +57,9 @@ class CollectionArgs:
 
 def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool) -> int:
     """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`."""
-    loaded = load(args.request)
-    for warning in loaded.warnings:
-        say(f"warning: {warning}")
-    stack = plan_stack(loaded.data, loaded.search_roots, args.options)
+    loaded, stack = load_and_plan(args)
     run_dir, collector = _prepare_run(loaded, collection)  # bad rows stop us before any container
+    require_compose()
     images = build_stack_images(stack, progress=say)
     compose_file = write_project(stack, images, project_dir(stack.project), collector)
     project = ComposeProject(stack.project, compose_file)
@@ -67,9 +75,9 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
         else:
             _require_running(project)
         exit_code = _run_collector(project, run_dir)
-    except StackNotHealthy:
-        if serve:
-            _down_quietly(project)
+    except (StackNotHealthy, KeyboardInterrupt):
+        if serve and not keep:
+            down_quietly(project)
         raise
     finally:
         _write_manifest(run_dir, loaded.data, compose_file, images, started_at, exit_code)
@@ -85,7 +93,13 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
 def _prepare_run(loaded, collection: CollectionArgs) -> tuple[Path, CollectorRun]:
     name = collection.run_name or _default_run_name(loaded, collection)
     run_dir = _run_dir(collection.results_dir, name, collection.resume)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / ".writable").touch()
+        (run_dir / ".writable").unlink()
+    except OSError as error:
+        raise UserError(f"cannot write the run folder {run_dir}: {error.strerror}",
+                        hint="pick a folder you can write with --results-dir") from None
     extra = list(collection.collector_args)
     input_copy = run_dir / INPUT_FILE
     if collection.input_file is not None:
@@ -127,7 +141,8 @@ def _default_run_name(loaded, collection: CollectionArgs) -> str:
 
 def _run_dir(results_dir: Path, name: str, resume: bool) -> Path:
     if resume:
-        earlier = sorted(results_dir.glob(f"{name}-*"))
+        own_runs = re.compile(re.escape(name) + r"-\d{8}-\d{6}(-\d+)?")
+        earlier = sorted(p for p in results_dir.glob(f"{name}-*") if own_runs.fullmatch(p.name))
         if not earlier:
             raise UserError(f"--resume: no earlier run named {name!r} under {results_dir}",
                             hint="run without --resume first, or pass --run-name")
@@ -174,7 +189,7 @@ def _run_collector(project: ComposeProject, run_dir: Path) -> int:
             display.update(read_progress(run_dir))
             display.close()
     code = process.returncode
-    if code not in (0, 1):
+    if code not in (0, 1) or (code == 1 and not (run_dir / "rollouts_failures.jsonl").exists()):
         say(f"error: the collector exited with {code}; its output:")
         say(log_path.read_text(errors="replace")[-3000:].rstrip())
     return code
@@ -223,7 +238,7 @@ def _write_manifest(run_dir: Path, data: dict, compose_file: Path, images: dict[
             digests[service] = {"image": tag, "id": None}
     manifest = {
         "gym_compose_version": __version__,
-        "command": sys.argv,
+        "command": _redacted_argv(sys.argv),
         "started_at": started_at.isoformat(timespec="seconds"),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "collector_exit_code": exit_code,
@@ -250,8 +265,21 @@ def _print_summary(run_dir: Path) -> None:
             print(f"  {key:40} {shown}")
 
 
-def _down_quietly(project: ComposeProject) -> None:
-    try:
-        project.down()
-    except Exception as error:
-        say(f"warning: could not remove the stack: {error}")
+def _redacted_argv(argv: list[str]) -> list[str]:
+    """The command line with secret values (--model-api-key X, ++policy_api_key=X) masked."""
+    shown: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            shown.append(MASK)
+            hide_next = False
+        elif arg == "--model-api-key":
+            shown.append(arg)
+            hide_next = True
+        elif arg.startswith("--model-api-key="):
+            shown.append(f"--model-api-key={MASK}")
+        elif "=" in arg and is_secret_key(arg.split("=", 1)[0].lstrip("+~").rsplit(".", 1)[-1]):
+            shown.append(arg.split("=", 1)[0] + "=" + MASK)
+        else:
+            shown.append(arg)
+    return shown

@@ -107,6 +107,33 @@ def uniform_num_repeats(datasets: list[Dataset]) -> int | None:
     return value if value and value > 1 else None
 
 
+def prepare_datasets(request) -> None:
+    """Run each benchmark dataset's prepare_script (`python SCRIPT`, from the root it lives under)."""
+    import subprocess
+    import sys
+
+    from gym_compose.config import load
+    from gym_compose.config.search import root_of
+
+    loaded = load(request)
+    scripts: dict[Path, Path] = {}
+    for instance in instances(loaded.data):
+        for entry in instance.spec.get("datasets") or []:
+            if isinstance(entry, dict) and entry.get("type") in COLLECTABLE_TYPES and entry.get("prepare_script"):
+                script = resolve_path(entry["prepare_script"], loaded.search_roots)
+                if script is None:
+                    raise UserError(f"{instance.name}: prepare_script {entry['prepare_script']} does not exist")
+                scripts[Path(script).resolve()] = root_of(Path(script).resolve(), loaded.search_roots)
+    if not scripts:
+        raise UserError("no benchmark dataset of this config has a prepare_script",
+                        hint="select a benchmark with --benchmark NAME")
+    for script, root in scripts.items():
+        print(f"preparing: python {script} (in {root})", file=sys.stderr)
+        code = subprocess.call([sys.executable, str(script)], cwd=root)
+        if code != 0:
+            raise UserError(f"{script} exited with {code}", exit_code=1)
+
+
 def _prepare_hint(entry: dict[str, Any]) -> str:
     if entry.get("prepare_script"):
         return f"prepare it first: gym-compose eval prepare (runs {entry['prepare_script']})"

@@ -42,6 +42,8 @@ DOCKER_OVERRIDES = {
     "shm_size": "shm_size",
     "environment": "environment",
     "volumes": "volumes",
+    "extra_hosts": "extra_hosts",
+    "gpus": "gpus",
 }
 
 
@@ -138,17 +140,14 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
             host_spec["host"], host_spec["port"] = options.bind_address, service.published_port
         else:
             host_spec["host"], host_spec["port"] = service.name, SERVER_PORT
-        service.secrets = sorted(_secret_refs(spec) | _secret_refs(_top_level(network_config)))
+        # The runtime reads secrets of its own block only, so that is all a container gets.
+        service.secrets = sorted(_secret_refs(spec))
     network_config["head_server"] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
     host_config["head_server"] = {"host": options.bind_address, "port": options.head_port}
 
-    head = Service(
-        name=HEAD_SERVICE,
-        role="head",
-        port=HEAD_PORT,
-        published_port=options.head_port,
-        depends_on=[s.name for s in services],
-    )
+    # No depends_on: every container starts at once, and the head's own readiness waits for all
+    # servers to be ready, so "head healthy" means "stack ready" (the collector depends on it).
+    head = Service(name=HEAD_SERVICE, role="head", port=HEAD_PORT, published_port=options.head_port)
     return Stack(
         project=options.project,
         services=[head, *services],
@@ -162,11 +161,13 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
 def _source_dir(instance, roots: list[Path]) -> Path | None:
     from gym_compose.server.builtin import BUILTIN_IMPLEMENTATIONS
 
+    # Built-ins win over a folder of the same name: a NeMo Gym checkout given with --search-dir
+    # holds its own simple_agent/openai_model/legacy_agent, which import NeMo Gym internals.
+    if instance.implementation in BUILTIN_IMPLEMENTATIONS:
+        return None
     found = find_implementation_dir(instance.server_type, instance.implementation, roots)
     if found is not None and (found / instance.spec.get("entrypoint", "app.py")).is_file():
         return found
-    if instance.implementation in BUILTIN_IMPLEMENTATIONS:
-        return None
     tried = ", ".join(str(root) for root in roots)
     raise UserError(
         f"instance {instance.name!r}: no code found for implementation {instance.implementation!r}",
@@ -197,10 +198,6 @@ def _instance_spec(config: dict[str, Any], service: Service) -> dict[str, Any]:
     server_types = config[service.instance]
     (server_type,) = [key for key in server_types if key in ROLE_BY_SERVER_TYPE]
     return server_types[server_type][service.implementation]
-
-
-def _top_level(config: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in config.items() if not isinstance(value, dict)}
 
 
 def _extract_secrets(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

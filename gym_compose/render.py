@@ -107,7 +107,7 @@ def _server_service(
     if service.role == "head":
         environment["GYM_COMPOSE_HEAD_VIEW"] = host_yaml
     spec["healthcheck"] = copy.deepcopy(spec["healthcheck"])
-    spec["healthcheck"]["test"] = [*spec["healthcheck"]["test"][:-1], str(service.port)]
+    spec["healthcheck"]["test"] = [*spec["healthcheck"]["test"], str(service.port)]
     spec["healthcheck"]["start_period"] = f"{_start_period_seconds(stack, service)}s"
     if service.published_port:
         spec["ports"] = [f"{stack.options.bind_address}:{service.published_port}:{service.port}"]
@@ -116,6 +116,8 @@ def _server_service(
     if service.secrets:
         spec["secrets"] = list(service.secrets)
     spec["networks"] = [NETWORK]
+    if service.role == "model":  # so a model endpoint on the host is http://host.docker.internal:PORT
+        spec["extra_hosts"] = ["host.docker.internal:host-gateway"]
     overrides = dict(service.docker)
     environment.update({str(k): str(v) for k, v in (overrides.pop("environment", None) or {}).items()})
     spec["environment"] = environment

@@ -6,7 +6,7 @@ before the config has loaded and the stack has planned without error.
 
 from __future__ import annotations
 
-import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gym_compose.config import load
+from gym_compose.config import LoadedConfig, load
 from gym_compose.config.request import ConfigRequest
 from gym_compose.engine.build import build_stack_images
-from gym_compose.engine.compose import ComposeProject, ServiceState, StackNotHealthy
+from gym_compose.engine.compose import ComposeProject, ServiceState, StackNotHealthy, require_compose
 from gym_compose.errors import UserError
 from gym_compose.plan import Stack, StackOptions, plan_stack
 from gym_compose.render import CollectorRun, wait_timeout_seconds, write_project
@@ -37,11 +37,15 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def plan_from_request(args: StackArgs) -> Stack:
+def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
     loaded = load(args.request)
     for warning in loaded.warnings:
-        say(f"warning: {warning}")
-    return plan_stack(loaded.data, loaded.search_roots, args.options)
+        say(warning)
+    return loaded, plan_stack(loaded.data, loaded.search_roots, args.options)
+
+
+def plan_from_request(args: StackArgs) -> Stack:
+    return load_and_plan(args)[1]
 
 
 def project_dir(project: str) -> Path:
@@ -67,6 +71,7 @@ def build_command(args: StackArgs) -> dict[str, str]:
 def start_stack(args: StackArgs, collector: CollectorRun | None = None) -> tuple[Stack, ComposeProject]:
     """Plan, build, render and start the stack; returns once every server is healthy."""
     stack = plan_from_request(args)
+    require_compose()
     images = build_stack_images(stack, progress=say)
     compose_file = write_project(stack, images, project_dir(stack.project), collector)
     project = ComposeProject(stack.project, compose_file)
@@ -75,10 +80,10 @@ def start_stack(args: StackArgs, collector: CollectorRun | None = None) -> tuple
     try:
         project.up(wait_timeout_seconds(stack))
     except StackNotHealthy:
-        _down_quietly(project)
+        down_quietly(project)
         raise
     except KeyboardInterrupt:
-        _down_quietly(project)
+        down_quietly(project)
         raise
     say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
     print_services(project.ps())
@@ -124,6 +129,7 @@ def stop_and_remove(project: ComposeProject) -> None:
     if killed:
         say(f"killed after {STOP_GRACE_SECONDS}s grace: {', '.join(killed)}")
     project.down()
+    forget_secrets(project.name)
     say("gym-compose finished")
 
 
@@ -132,9 +138,15 @@ def existing_project(project: str) -> ComposeProject:
     return ComposeProject(project, compose_file if compose_file.is_file() else None)
 
 
+def forget_secrets(project_name: str) -> None:
+    """Secret files live only as long as the stack that mounts them."""
+    shutil.rmtree(project_dir(project_name) / "secrets", ignore_errors=True)
+
+
 def down_command(project_name: str) -> None:
     project = existing_project(project_name)
     project.down()
+    forget_secrets(project_name)
     say(f"removed project {project_name!r} (containers, networks, volumes); results folders are kept")
 
 
@@ -162,12 +174,9 @@ def print_services(states: list[ServiceState]) -> None:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
-def _down_quietly(project: ComposeProject) -> None:
+def down_quietly(project: ComposeProject) -> None:
     try:
         project.down()
+        forget_secrets(project.name)
     except Exception as error:  # the original failure matters more than a failed clean-up
         say(f"warning: could not remove the stack: {error}")
-
-
-def _project_from_env() -> str:
-    return os.environ.get("GYM_COMPOSE_PROJECT", StackOptions().project)

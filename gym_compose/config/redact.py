@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import re
+
 MASK = "****"
-SECRET_KEY_PARTS = ("api_key", "token", "secret", "password")
+# api_key, token, secret, password as words of a key name (hf_token, client_secret, API-KEY,
+# Authorization), but not counters that merely contain them (max_output_tokens, tokenizer).
+_SECRET_KEY = re.compile(
+    r"(^|[_\-.])(api[_\-]?keys?|token|secrets?|passwords?|passwd)($|[_\-.])|^authorization$|apikey"
+)
 
 
 def is_secret_key(key: Any) -> bool:
-    lowered = str(key).lower()
-    return any(part in lowered for part in SECRET_KEY_PARTS)
+    return bool(_SECRET_KEY.search(str(key).lower()))
 
 
 def redact(data: dict[str, Any]) -> dict[str, Any]:

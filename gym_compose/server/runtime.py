@@ -12,7 +12,7 @@ from starlette.routing import Route
 from gym_compose.server.base import BaseServer
 from gym_compose.server.context import ServerContext, load_context
 from gym_compose.server.peers import PeerClient
-from gym_compose.server.readiness import Readiness
+from gym_compose.server.readiness import PeersReadiness, Readiness
 from gym_compose.server.web import READY_PATH, BadRequestBody, ErrorBoundary, dumps, json_response, serve
 
 LOG = logging.getLogger("gym_compose.server")
@@ -62,7 +62,10 @@ class ServerApp:
     def __init__(self, inner, context: ServerContext, server: Optional[BaseServer] = None):
         self.context = context
         self.server = server
-        self.readiness = Readiness(context.spec, context.global_config)
+        if context.is_head:
+            self.readiness = PeersReadiness(context.global_config)
+        else:
+            self.readiness = Readiness(context.spec, context.global_config)
         self.inner = ErrorBoundary(inner, context.name)
         self._not_ready_body = b""
 

@@ -31,6 +31,11 @@ def test_redact_hides_every_secret_looking_key_at_any_depth_and_leaves_the_rest(
     assert data["policy_api_key"] == "sk-1"  # the input is left alone
 
 
+def test_redact_leaves_token_counters_alone_and_hides_authorization_headers():
+    data = {"max_output_tokens": 128, "tokenizer": "gpt2", "headers": {"Authorization": "Bearer x"}}
+    assert redact(data) == {"max_output_tokens": 128, "tokenizer": "gpt2", "headers": {"Authorization": "****"}}
+
+
 def test_instances_lists_name_type_implementation_and_spec_but_not_settings():
     data = {
         "head_server": {"host": "h"},

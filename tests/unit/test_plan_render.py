@@ -72,7 +72,7 @@ def test_one_service_per_instance_plus_head(roots):
     assert names == [HEAD_SERVICE, "weather", "weather-agent", "weather-env", "policy-model"]
     assert stack.service("weather").source_dir == roots[0] / "server_images" / "weather_impl"
     assert stack.service("weather-agent").source_dir is None  # built-in: runs from the base image
-    assert set(stack.service(HEAD_SERVICE).depends_on) == set(names[1:])
+    assert stack.service(HEAD_SERVICE).depends_on == []  # servers start in parallel
 
 
 def test_in_network_view_uses_service_names_and_host_view_published_addresses(roots):
@@ -115,7 +115,7 @@ def test_rendered_services_have_safe_defaults_healthchecks_and_readiness_order(r
         assert service["healthcheck"]["test"][-1] == ("11000" if name == HEAD_SERVICE else "8000")
     head = services[HEAD_SERVICE]
     assert head["ports"] == ["127.0.0.1:11000:11000"]
-    assert all(dep["condition"] == "service_healthy" for dep in head["depends_on"].values())
+    assert "depends_on" not in head  # the head's readiness waits for every server instead
     assert yaml.safe_load(head["environment"]["GYM_COMPOSE_HEAD_VIEW"])["head_server"]["host"] == "127.0.0.1"
     # the model server waits for its upstream too, so its start period covers both timeouts
     assert services["policy-model"]["healthcheck"]["start_period"] == "50s"
