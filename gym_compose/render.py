@@ -25,6 +25,7 @@ from gym_compose.plan import (
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "compose_templates"
 NETWORK = "gym"
 COMPOSE_FILE = "compose.yaml"
+STEADY_HEALTHCHECK = {"interval": "30s", "start_interval": "1s"}
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ def _server_service(
     spec["healthcheck"] = copy.deepcopy(spec["healthcheck"])
     spec["healthcheck"]["test"] = [*spec["healthcheck"]["test"], str(service.port)]
     spec["healthcheck"]["start_period"] = f"{_start_period_seconds(stack, service)}s"
+    if stack.options.healthcheck_start_interval:
+        spec["healthcheck"].update(STEADY_HEALTHCHECK)
     if service.published_port:
         spec["ports"] = [f"{stack.options.bind_address}:{service.published_port}:{service.port}"]
     if service.depends_on:

@@ -11,13 +11,19 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gym_compose.config import LoadedConfig, load
 from gym_compose.config.request import ConfigRequest
 from gym_compose.engine.build import build_stack_images
-from gym_compose.engine.compose import ComposeProject, ServiceState, StackNotHealthy, require_compose
+from gym_compose.engine.compose import (
+    ComposeProject,
+    ServiceState,
+    StackNotHealthy,
+    require_compose,
+    supports_start_interval,
+)
 from gym_compose.errors import UserError
 from gym_compose.plan import Stack, StackOptions, plan_stack
 from gym_compose.render import CollectorRun, wait_timeout_seconds, write_project
@@ -41,7 +47,8 @@ def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
     loaded = load(args.request)
     for warning in loaded.warnings:
         say(warning)
-    return loaded, plan_stack(loaded.data, loaded.search_roots, args.options)
+    options = replace(args.options, healthcheck_start_interval=supports_start_interval())
+    return loaded, plan_stack(loaded.data, loaded.search_roots, options)
 
 
 def plan_from_request(args: StackArgs) -> Stack:

@@ -123,6 +123,14 @@ def test_rendered_services_have_safe_defaults_healthchecks_and_readiness_order(r
     assert "ports" not in services["weather"]
 
 
+def test_engines_with_start_interval_get_a_long_steady_interval(roots):
+    old = compose_model(plan_stack(weather_config(), roots), IMAGES)["services"]["weather"]["healthcheck"]
+    new_engine = StackOptions(healthcheck_start_interval=True)
+    new = compose_model(plan_stack(weather_config(), roots, new_engine), IMAGES)["services"]["weather"]["healthcheck"]
+    assert "start_interval" not in old and old["interval"] == "2s"
+    assert new["start_interval"] == "1s" and new["interval"] == "30s"
+
+
 def test_docker_block_overrides_limits_and_publishes(roots):
     config = weather_config()
     config["weather"]["resources_servers"]["weather_impl"]["docker"] = {"memory": "2g", "pids": 64, "publish": True}
