@@ -13,7 +13,7 @@ from typing import Any
 
 from gym_compose.collect.options import CollectOptions
 from gym_compose.collect.prompt import PromptConfig, apply_prompt
-from gym_compose.collect.routing import RoutingTable, taskset_of
+from gym_compose.collect.routing import RoutingTable, agent_name_of, taskset_of
 from gym_compose.errors import UserError
 
 TASK_INDEX = "_ng_task_index"
@@ -63,7 +63,10 @@ def materialize_rows(
                 )
             if overrides:
                 row = {**row, RESPONSES_CREATE_PARAMS: params | overrides}
-        routing.server_for_row(row, where)
+        server = routing.server_for_row(row, where)
+        if not is_taskset_row and agent_name_of(row) is None and len(server.agents) == 1:
+            # the only place this row can go: name its agent, so metrics and outputs say which
+            row = {**row, "agent_ref": {"name": server.agents[0]}}
         if TASK_INDEX not in row:
             row = {**row, TASK_INDEX: task_index_of_line.setdefault(text, len(task_index_of_line))}
         for _ in range(options.num_repeats):

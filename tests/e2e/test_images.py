@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gym_compose.engine import docker_cli, images
+from gym_compose.engine.image_settings import ImageSettings
 
 pytestmark = pytest.mark.docker
 
@@ -33,7 +34,7 @@ def removed_after(request):
 
 
 def test_offline_base_runs_the_runtime_as_the_non_root_user(offline_base):
-    assert offline_base.startswith("gym-compose/base:")
+    assert offline_base.startswith(f"{ImageSettings.from_env().image_prefix}/base:")
     output = run_in(
         offline_base,
         "python",

@@ -67,7 +67,7 @@ def test_row_without_agent_needs_a_single_environment_server(tmp_path):
     with pytest.raises(UserError, match=r"no agent_ref and there are 2 environment servers \(env_a, env_b\)"):
         materialize(tmp_path, [row("a")])
     [only] = materialize(tmp_path, [row("a")], config={"env_a": env_server("alpha")})
-    assert "agent_ref" not in only
+    assert only["agent_ref"] == {"name": "alpha"}  # the one agent it can reach, named for metrics
 
 
 def test_routing_picks_the_server_fronting_the_agent_and_taskset_routes():
