@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gym_compose.collect.jsonl import read_input_lines
 from gym_compose.config import instances, resolve_path
 from gym_compose.errors import UserError
 
@@ -63,7 +64,7 @@ def write_collection_input(datasets: list[Dataset], target: Path) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "w", encoding="utf-8") as out:
         for dataset in datasets:
-            for line_number, row in read_rows(dataset.path):
+            for _, _, row in read_input_lines(dataset.path):
                 if dataset.server_type == "responses_api_agents" and "agent_ref" not in row:
                     row = {**row, "agent_ref": {"name": dataset.instance}}
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -73,26 +74,9 @@ def write_collection_input(datasets: list[Dataset], target: Path) -> int:
     return count
 
 
-def read_rows(path: Path):
-    """Yield (line number, row) for every non-blank line; a bad line is an error naming file and line."""
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise UserError(
-                    f"{path}:{line_number}: not valid JSON ({error.msg} at column {error.colno})",
-                    hint="each line of a dataset must be one JSON object",
-                ) from None
-            if not isinstance(row, dict):
-                raise UserError(f"{path}:{line_number}: a row must be a JSON object, got {type(row).__name__}")
-            yield line_number, row
-
-
 def check_rows(path: Path) -> int:
-    return sum(1 for _ in read_rows(path))
+    """How many rows the file holds; a bad line is an error naming file and line."""
+    return len(read_input_lines(path))
 
 
 def uniform_num_repeats(datasets: list[Dataset]) -> int | None:

@@ -62,7 +62,7 @@ def test_bad_row_stops_the_run_before_any_container_starts(project, tmp_path):
     up = gym_compose("up", "--input", str(rows), "--resources-server", "example_single_tool_call",
                      "-p", project, cwd=tmp_path)
     assert up.returncode == 2
-    assert f"{rows}:2" in up.stderr
+    assert f"{rows}, line 2" in up.stderr
     assert "Traceback" not in up.stderr
     assert labelled("container", project) == []
 
