@@ -86,14 +86,11 @@ def start_stack(args: StackArgs, collector: CollectorRun | None = None) -> tuple
     started = time.monotonic()
     try:
         project.up(wait_timeout_seconds(stack))
-    except StackNotHealthy:
+        say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
+        print_services(project.ps())
+    except (StackNotHealthy, KeyboardInterrupt):
         down_quietly(project)
         raise
-    except KeyboardInterrupt:
-        down_quietly(project)
-        raise
-    say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
-    print_services(project.ps())
     return stack, project
 
 
@@ -106,7 +103,8 @@ def up_command(args: StackArgs, detach: bool) -> None:
 
 
 def attach(project: ComposeProject) -> None:
-    """Follow the logs until Ctrl-C or a container dies, then stop and remove the stack."""
+    """Follow the logs until Ctrl-C (or SIGTERM) or a container dies, then stop and remove the stack."""
+    signal.signal(signal.SIGTERM, _interrupt)
     logs = subprocess.Popen(project.logs_command([], follow=True, tail="0"))
     died: list[ServiceState] = []
     try:
@@ -114,7 +112,7 @@ def attach(project: ComposeProject) -> None:
             time.sleep(WATCH_INTERVAL_SECONDS)
             died = [s for s in project.ps() if s.state != "running"]
     except KeyboardInterrupt:
-        say("\nstopping (Ctrl-C) ...")
+        say(f"\nstopping (grace period {STOP_GRACE_SECONDS}s) ...")
     finally:
         logs.send_signal(signal.SIGINT)
         try:
@@ -128,6 +126,10 @@ def attach(project: ComposeProject) -> None:
     stop_and_remove(project)
     if died:
         raise UserError("a service died; the stack was stopped", hint="see the log lines above", exit_code=1)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def stop_and_remove(project: ComposeProject) -> None:

@@ -71,6 +71,8 @@ def main() -> None:
         level=os.environ.get("GYM_COMPOSE_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # httpx logs every request at INFO; the readiness polls alone would fill `docker compose logs`
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         context = load_context()
     except ServerConfigError as error:

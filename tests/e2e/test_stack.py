@@ -119,3 +119,41 @@ def test_rendered_project_runs_with_plain_docker_compose(project, tmp_path):
     status = httpx.get(f"http://127.0.0.1:{head_port}/", timeout=10).json()
     assert status == {"status": "ok"}
     assert len(labelled("container", project)) == 5
+
+
+def _start_attached(project: str, cwd: Path) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [*CLI, "up", "-p", project, "--head-port", str(free_port()), "--resources-server", "example_single_tool_call"],
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        states = subprocess.run(["docker", "compose", "-p", project, "ps", "--format", "{{.Health}}"],
+                                capture_output=True, text=True, timeout=30).stdout.split()
+        if len(states) == 5 and set(states) == {"healthy"}:
+            return process
+        time.sleep(0.5)
+    process.kill()
+    raise AssertionError(f"attached stack never became healthy:\n{process.communicate()[1]}")
+
+
+def test_attached_up_stops_everything_on_ctrl_c(project, tmp_path):
+    import signal
+
+    process = _start_attached(project, tmp_path)
+    time.sleep(3)  # past start-up: a Ctrl-C during start-up removes the stack and exits 130
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert "stopping" in err and "gym-compose finished" in err
+    assert labelled("container", project) == []
+
+
+def test_attached_up_reports_a_container_that_dies(project, tmp_path):
+    process = _start_attached(project, tmp_path)
+    victim = f"{project}-example-single-tool-call-1"
+    subprocess.run(["docker", "kill", victim], capture_output=True, timeout=60)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "service example-single-tool-call stopped" in err
+    assert labelled("container", project) == []
