@@ -6,6 +6,7 @@ Accepts a flat dataset row or NeMo Gym's task form `{episode_id, task: {task_id,
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from starlette.applications import Starlette
@@ -16,6 +17,8 @@ from gym_compose.server.agents.common import RowError, check_row, task_header
 from gym_compose.server.agents.simple_agent import _row_error_response
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.web import json_response, read_json_object
+
+LOG = logging.getLogger("gym_compose.server.single_agent_turn")
 
 
 class SingleAgentTurnConfig(BaseServerConfig):
@@ -60,5 +63,15 @@ class SingleAgentTurnEnvironmentServer(BaseServer):
             cookies.update(answered.cookies)
             verified, _ = await client.post_json(resources, "/verify", json={**row, "response": response}, cookies=cookies)
         finally:
-            await client.post(resources, "/close_session", json={}, cookies=cookies)
+            await self._close_resources_session(resources, cookies)
         return {**row, **verified}
+
+    async def _close_resources_session(self, resources: str, cookies: dict[str, str]) -> None:
+        """Best effort: a failed close must neither erase a finished verdict nor hide the episode's own error."""
+        try:
+            answer = await self.server_client.post(resources, "/close_session", json={}, cookies=cookies)
+        except Exception as error:  # noqa: BLE001 - the session is reaped for idleness anyway
+            LOG.warning("closing the %s session failed: %s", resources, error)
+            return
+        if not answer.ok:
+            LOG.warning("closing the %s session answered HTTP %s", resources, answer.status)
