@@ -6,11 +6,12 @@ import asyncio
 import logging
 from typing import Optional
 
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.server.base import BaseServer
-from gym_compose.server.context import ServerContext, load_context
+from gym_compose.server.context import ServerConfigError, ServerContext, load_context
 from gym_compose.server.peers import PeerClient
 from gym_compose.server.readiness import PeersReadiness, Readiness
 from gym_compose.server.web import READY_PATH, BadRequestBody, ErrorBoundary, dumps, json_response, serve
@@ -38,7 +39,15 @@ def build_server(cls: type[BaseServer], context: ServerContext) -> BaseServer:
     config_data = {**context.spec, "name": context.name}
     config_data.setdefault("host", context.bind_host)
     config_data.setdefault("port", context.port)
-    config = config_cls.model_validate(config_data)
+    try:
+        config = config_cls.model_validate(config_data)
+    except ValidationError as error:
+        # pydantic's own message quotes the input: the whole block, resolved secrets included
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in entry['loc']) or '(block)'}: {entry['msg']}"
+            for entry in error.errors(include_url=False, include_context=False, include_input=False)
+        )
+        raise ServerConfigError(f"config of {context.name!r} ({cls.__name__}) is invalid: {problems}") from None
     return cls(config=config, server_client=PeerClient(context.global_config))
 
 

@@ -74,3 +74,18 @@ def test_upstream_model_error_fails_the_rollout_with_the_reason(start_stack):
     assert answer.status_code == 500
     assert "upstream model endpoint http://127.0.0.1:9/v1 failed" in answer.text
     assert httpx.get(f"{stack.url('policy_model')}/", timeout=5).status_code == 200
+
+
+def test_invalid_server_config_names_the_field_and_never_quotes_a_secret():
+    from gym_compose.server.context import ServerContext
+    from gym_compose.server.models.openai_model import OpenAIModel
+    from gym_compose.server.runtime import build_server
+
+    spec = {"openai_api_key": "sk-live-SECRET", "request_timeout_seconds": "soon"}  # no openai_base_url
+    context = ServerContext(name="policy_model", server_type="responses_api_models", implementation="openai_model",
+                            spec=spec, global_config={}, bind_host="127.0.0.1", port=8000)
+    with pytest.raises(ServerConfigError) as caught:
+        build_server(OpenAIModel, context)
+    message = str(caught.value)
+    assert "openai_base_url: Field required" in message and "request_timeout_seconds" in message
+    assert "sk-" not in message and "SECRET" not in message and caught.value.__cause__ is None
