@@ -4,6 +4,7 @@ Each row carries `expected_answer`; the reward is 1.0 when the last assistant me
 """
 
 import ast
+import math
 import operator
 import re
 
@@ -12,8 +13,19 @@ from pydantic import BaseModel
 
 from nemo_gym.base_resources_server import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
 
+MAX_RESULT_BITS = 4096
+
+
+def _power(base, exponent):
+    """`**`, refusing integer results too large to compute: `9**9**9` would hold the server's one thread."""
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1 \
+            and exponent * math.log2(abs(base)) > MAX_RESULT_BITS:
+        raise ValueError(f"result too large (more than {MAX_RESULT_BITS} bits)")
+    return operator.pow(base, exponent)
+
+
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos}
+              ast.Pow: _power, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
 def evaluate(expression: str) -> float:

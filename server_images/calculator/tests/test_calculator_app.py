@@ -28,3 +28,15 @@ def test_evaluate_and_final_number():
         pass
     else:
         raise AssertionError("non-arithmetic must be refused")
+
+
+def test_huge_powers_are_refused_at_once_not_computed():
+    app = load_app()
+    assert app.evaluate("2 ** 64") == 18446744073709551616 and app.evaluate("2 ** -2") == 0.25
+    for expression in ("9 ** 9 ** 9", "(9 ** 999) ** 999", "-10 ** 100000"):
+        try:
+            app.evaluate(expression)
+        except ValueError as error:
+            assert "too large" in str(error)
+        else:
+            raise AssertionError(f"{expression} must be refused")

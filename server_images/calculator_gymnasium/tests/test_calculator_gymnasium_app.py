@@ -24,3 +24,14 @@ def test_server_class_is_a_gymnasium_server():
 
     assert issubclass(app.CalculatorEnv, GymnasiumServer)
     assert app.evaluate("100 / 8") == 12.5
+
+
+def test_huge_powers_are_refused_at_once_not_computed():
+    app = load_app()
+    assert app.evaluate("3 ** 4") == 81
+    try:
+        app.evaluate("9 ** 9 ** 9")
+    except ValueError as error:
+        assert "too large" in str(error)
+    else:
+        raise AssertionError("9 ** 9 ** 9 must be refused")
