@@ -60,7 +60,7 @@ class Readiness:
         async with httpx.AsyncClient(timeout=5.0, verify=False) as client:
             while self.pending:
                 for base_url in list(self.pending):
-                    if first_try and not _resolves(base_url):
+                    if first_try and not await _resolves(base_url):
                         LOG.warning("upstream model endpoint %s does not resolve; not waiting for it", base_url)
                         self.pending.remove(base_url)
                         continue
@@ -83,12 +83,13 @@ class Readiness:
         self.ready = True
 
 
-def _resolves(url: str) -> bool:
+async def _resolves(url: str) -> bool:
+    """Off the event loop: a slow DNS must not stop the server answering its readiness route."""
     host = urlsplit(url).hostname
     if not host:
         return False
     try:
-        socket.getaddrinfo(host, None)
+        await asyncio.get_running_loop().getaddrinfo(host, None)
     except socket.gaierror:
         return False
     return True

@@ -89,3 +89,36 @@ def test_invalid_server_config_names_the_field_and_never_quotes_a_secret():
     message = str(caught.value)
     assert "openai_base_url: Field required" in message and "request_timeout_seconds" in message
     assert "sk-" not in message and "SECRET" not in message and caught.value.__cause__ is None
+
+
+def test_readiness_resolves_upstream_hosts_off_the_event_loop(monkeypatch):
+    import asyncio
+    import socket
+    import time
+
+    from gym_compose.server.readiness import Readiness
+
+    def slow_dns(*args, **kwargs):
+        time.sleep(0.5)
+        raise socket.gaierror("no such host")
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow_dns)
+
+    async def probe_while_ticking() -> tuple[int, Readiness]:
+        readiness = Readiness({"openai_base_url": "http://no-such-host.invalid/v1"}, {})
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.02)
+                ticks += 1
+
+        ticker = asyncio.get_running_loop().create_task(tick())
+        await asyncio.wait_for(readiness._probe_all(), 5)
+        ticker.cancel()
+        return ticks, readiness
+
+    ticks, readiness = asyncio.run(probe_while_ticking())
+    assert readiness.ready and not readiness.pending
+    assert ticks >= 10  # the loop kept running during the 0.5 s lookup
