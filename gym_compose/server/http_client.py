@@ -25,6 +25,13 @@ class PeerTimeout(TimeoutError):
     pass
 
 
+# A reused keep-alive connection that the peer closes within this long of the request being
+# written was closed while idle, before the peer read the request: the request is resent on
+# another connection. Any later close may come after the peer processed the request (a /run or
+# /step must never run twice), so it is raised instead.
+IDLE_CLOSE_WINDOW_SECONDS = 0.005
+
+
 @dataclass
 class HttpResponse:
     status: int
@@ -69,6 +76,9 @@ class _Connection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self.received_any = False
+        self.sent_at: Optional[float] = None
+        self.lost_at: Optional[float] = None
+        self.write_failed = False
 
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
@@ -84,6 +94,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        self.lost_at = asyncio.get_running_loop().time()
         self._fail(ConnectionResetError("connection closed before the response was complete"))
 
     # httptools callbacks
@@ -109,10 +120,29 @@ class _Connection(asyncio.Protocol):
             waiter.set_exception(error)
 
     def send(self, payload: bytes) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
         self._headers, self._body, self.received_any = [], [], False
-        self._waiter = asyncio.get_running_loop().create_future()
-        self.transport.write(payload)
-        return self._waiter
+        waiter = self._waiter = loop.create_future()
+        self.sent_at, self.lost_at, self.write_failed = loop.time(), None, False
+        if self.closed or self.transport.is_closing():
+            self.write_failed = True
+            self._fail(ConnectionResetError("connection closed before the request was written"))
+            return waiter
+        try:
+            self.transport.write(payload)
+        except (OSError, RuntimeError) as error:
+            self.write_failed = True
+            self._fail(ConnectionResetError(f"writing the request failed: {error}"))
+        return waiter
+
+    def closed_before_reading_request(self) -> bool:
+        """The peer closed this (idle) connection before it could have read the request just sent."""
+        if self.received_any:
+            return False
+        if self.write_failed:
+            return True
+        return (self.lost_at is not None and self.sent_at is not None
+                and self.lost_at - self.sent_at <= IDLE_CLOSE_WINDOW_SECONDS)
 
 
 class HttpClient:
@@ -177,8 +207,8 @@ class HttpClient:
             try:
                 response = await self._exchange(connection, payload, timeout)
             except ConnectionResetError:
-                if connection.received_any:
-                    raise
+                if not connection.closed_before_reading_request():
+                    raise  # the peer may have processed the request: resending could run it twice
                 continue  # the peer had closed this idle connection; the request never reached it
             self._release(key, connection)
             return response

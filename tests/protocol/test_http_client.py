@@ -1,0 +1,131 @@
+"""The pooled keep-alive client against raw asyncio servers that misbehave on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+import pytest
+
+from gym_compose.server.http_client import HttpClient
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return head + (await reader.readexactly(length) if length else b"")
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with an RST (SO_LINGER 0), as a crashed or killed peer does."""
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def _serve(handler) -> tuple[asyncio.AbstractServer, int]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize("close", ["reset", "eof"])
+def test_a_request_the_peer_held_is_never_resent(close):
+    """The peer read the /run, worked on it, then died: replaying it would run the rollout twice."""
+    received: list[bytes] = []
+
+    async def handler(reader, writer):
+        try:
+            while True:
+                request = await _read_request(reader)
+                received.append(request)
+                if b"/first" in request:
+                    writer.write(OK)
+                    await writer.drain()
+                    continue
+                await asyncio.sleep(0.1)  # "processing"
+                if close == "reset":
+                    _reset(writer)
+                else:
+                    writer.close()
+                return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+    async def scenario():
+        server, port = await _serve(handler)
+        client = HttpClient(timeout=5)
+        try:
+            assert (await client.request("POST", "127.0.0.1", port, "/first", json={})).status == 200
+            with pytest.raises(ConnectionResetError):
+                await client.request("POST", "127.0.0.1", port, "/run", json={"row": 1})
+        finally:
+            await client.aclose()
+            server.close()
+
+    asyncio.run(scenario())
+    assert sum(b"/run" in request for request in received) == 1
+
+
+def test_a_reused_connection_the_peer_closed_at_once_is_resent():
+    """The peer dropped the idle connection as the request arrived: it never read it; resend."""
+    connections = 0
+
+    async def handler(reader, writer):
+        nonlocal connections
+        connections += 1
+        first_connection = connections == 1
+        try:
+            while True:
+                request = await _read_request(reader)
+                if first_connection and b"/second" in request:
+                    _reset(writer)
+                    return
+                writer.write(OK)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+    async def scenario():
+        server, port = await _serve(handler)
+        client = HttpClient(timeout=5)
+        try:
+            assert (await client.request("POST", "127.0.0.1", port, "/first", json={})).status == 200
+            answer = await client.request("POST", "127.0.0.1", port, "/second", json={})
+            assert answer.status == 200 and answer.body == b"ok"
+        finally:
+            await client.aclose()
+            server.close()
+
+    asyncio.run(scenario())
+    assert connections == 2
+
+
+def test_a_connection_closed_before_the_write_is_resent():
+    async def handler(reader, writer):
+        try:
+            while True:
+                await _read_request(reader)
+                writer.write(OK)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+    async def scenario():
+        server, port = await _serve(handler)
+        client = HttpClient(timeout=5)
+        try:
+            await client.request("GET", "127.0.0.1", port, "/")
+            (pooled,) = client._idle[("127.0.0.1", port)]
+            pooled.transport.close()  # closing, but connection_lost has not run yet
+            assert (await client.request("GET", "127.0.0.1", port, "/")).status == 200
+        finally:
+            await client.aclose()
+            server.close()
+
+    asyncio.run(scenario())
