@@ -3,7 +3,7 @@
 Why not httpx: on loopback a rollout makes about ten internal calls, and httpx spends several
 hundred microseconds of CPU on each; this client parses with httptools (the parser uvicorn uses)
 and costs a fraction of that. It speaks only what peers need: http://, JSON or raw bodies,
-Content-Length or chunked responses, pooled connections per (host, port).
+Content-Length, chunked or close-delimited responses, pooled connections per (host, port).
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ class _Connection(asyncio.Protocol):
         self.sent_at: Optional[float] = None
         self.lost_at: Optional[float] = None
         self.write_failed = False
+        self._headers_done = False
 
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
@@ -95,11 +96,25 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.lost_at = asyncio.get_running_loop().time()
+        if exc is None and self._waiter is not None and self._headers_done and not self._declares_length():
+            # no Content-Length, not chunked: the body is whatever came before the close (RFC 9112 6.3)
+            self.on_message_complete()
+            return
         self._fail(ConnectionResetError("connection closed before the response was complete"))
+
+    def _declares_length(self) -> bool:
+        for name, value in self._headers:
+            name = name.lower()
+            if name == b"content-length" or (name == b"transfer-encoding" and b"chunked" in value.lower()):
+                return True
+        return False
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -121,7 +136,7 @@ class _Connection(asyncio.Protocol):
 
     def send(self, payload: bytes) -> asyncio.Future:
         loop = asyncio.get_running_loop()
-        self._headers, self._body, self.received_any = [], [], False
+        self._headers, self._body, self.received_any, self._headers_done = [], [], False, False
         waiter = self._waiter = loop.create_future()
         self.sent_at, self.lost_at, self.write_failed = loop.time(), None, False
         if self.closed or self.transport.is_closing():

@@ -129,3 +129,48 @@ def test_a_connection_closed_before_the_write_is_resent():
             server.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("status_line", [b"HTTP/1.1 200 OK", b"HTTP/1.0 200 OK"])
+def test_a_body_ended_by_closing_the_connection_is_complete(status_line):
+    async def handler(reader, writer):
+        await _read_request(reader)
+        writer.write(status_line + b"\r\nContent-Type: application/json\r\n\r\n" + b'{"answer": ')
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(b"42}")
+        await writer.drain()
+        writer.close()
+
+    async def scenario():
+        server, port = await _serve(handler)
+        client = HttpClient(timeout=5)
+        try:
+            return await client.request("GET", "127.0.0.1", port, "/")
+        finally:
+            await client.aclose()
+            server.close()
+
+    answer = asyncio.run(scenario())
+    assert answer.status == 200 and answer.json() == {"answer": 42}
+
+
+@pytest.mark.parametrize("declared", [b"Content-Length: 100\r\n\r\n{\"a\"", b"Transfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n"])
+def test_a_declared_body_cut_by_the_close_is_still_incomplete(declared):
+    async def handler(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\n" + declared)
+        await writer.drain()
+        writer.close()
+
+    async def scenario():
+        server, port = await _serve(handler)
+        client = HttpClient(timeout=5)
+        try:
+            with pytest.raises(ConnectionResetError, match="before the response was complete"):
+                await client.request("GET", "127.0.0.1", port, "/")
+        finally:
+            await client.aclose()
+            server.close()
+
+    asyncio.run(scenario())
