@@ -6,8 +6,9 @@ import base64
 from typing import Any, Optional
 
 import orjson
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
+from gym_compose.server.context import ServerConfigError, instance_block
 from gym_compose.server.protocol import ResponseCreateParams
 
 TASK_HEADER = "x-gym-task"
@@ -33,11 +34,55 @@ def check_row(row: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def task_header(row: dict[str, Any]) -> dict[str, str]:
+def model_reads_task_header(global_config: Any, model_name: Any) -> bool:
+    """Whether model server instance `model_name` takes the row in `x-gym-task`.
+
+    That is a `mock_model`, or an `openai_model` with `forward_task_header: true` (set only when
+    its upstream is a mock_model). Any other model (a user's own server that may forward headers
+    to a provider) never gets the row: it carries the expected answers and can be large.
+    """
+    if not isinstance(global_config, dict) or not isinstance(model_name, str):
+        return False
+    try:
+        _, implementation, spec = instance_block(global_config, model_name)
+    except ServerConfigError:
+        return False
+    if implementation == "mock_model":
+        return True
+    if implementation == "openai_model":
+        try:
+            return TypeAdapter(bool).validate_python(spec.get("forward_task_header", False))
+        except ValidationError:
+            return False
+    return False
+
+
+def agent_model_reads_task_header(global_config: Any, agent_name: Any) -> bool:
+    """The same for the `model_server` of agent instance `agent_name`."""
+    if not isinstance(global_config, dict) or not isinstance(agent_name, str):
+        return False
+    try:
+        _, _, spec = instance_block(global_config, agent_name)
+    except ServerConfigError:
+        return False
+    model = spec.get("model_server")
+    return isinstance(model, dict) and model_reads_task_header(global_config, model.get("name"))
+
+
+def global_config_of(server: Any) -> dict[str, Any]:
+    """The whole config a server was started with (through its peer client)."""
+    config = getattr(getattr(server, "server_client", None), "global_config", None)
+    return config if isinstance(config, dict) else {}
+
+
+def task_header(row: dict[str, Any], send: bool = True) -> dict[str, str]:
     """The row's task fields (everything but the create params), for the mock model's oracle mode.
 
-    Only `mock_model` reads it; `openai_model` drops it unless `forward_task_header: true`.
+    Callers pass `send=model_reads_task_header(...)`: only a mock_model (directly or behind an
+    openai_model with `forward_task_header: true`) gets it.
     """
+    if not send:
+        return {}
     task = {key: value for key, value in row.items() if key != "responses_create_params"}
     if not task:
         return {}

@@ -12,7 +12,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
-from gym_compose.server.agents.common import RowError, as_input_list, check_row, task_header, user_message
+from gym_compose.server.agents.common import (
+    RowError, as_input_list, check_row, global_config_of, model_reads_task_header, task_header, user_message,
+)
 from gym_compose.server.agents.simple_agent import _row_error_response
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
@@ -50,7 +52,7 @@ class GymnasiumAgent(BaseServer):
         params["input"] = as_input_list(params["input"])
         if reset.get("observation"):
             params["input"].append(user_message(reset["observation"]))
-        headers = task_header(row)
+        headers = task_header(row, model_reads_task_header(global_config_of(self), model))
         new_items: list[Any] = []
         total_reward, usage = 0.0, None
         step: dict[str, Any] = {"terminated": False, "truncated": False, "info": {}}

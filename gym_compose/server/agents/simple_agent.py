@@ -15,7 +15,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
-from gym_compose.server.agents.common import TASK_HEADER, RowError, as_input_list, check_row, task_header
+from gym_compose.server.agents.common import (
+    TASK_HEADER, RowError, as_input_list, check_row, global_config_of, model_reads_task_header, task_header,
+)
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
 from gym_compose.server.web import json_response, read_json_object, validation_error_response
@@ -58,7 +60,9 @@ class SimpleAgent(BaseServer):
             check_row({"responses_create_params": params})
         except RowError as error:
             return _row_error_response(error, ("body",))
-        forwarded = {TASK_HEADER: request.headers[TASK_HEADER]} if TASK_HEADER in request.headers else {}
+        forwarded = {}
+        if TASK_HEADER in request.headers and self._model_reads_task_header():
+            forwarded = {TASK_HEADER: request.headers[TASK_HEADER]}
         response, cookies = await self.run_episode(params, dict(request.cookies), forwarded)
         reply = json_response(response)
         for name, value in cookies.items():
@@ -69,11 +73,16 @@ class SimpleAgent(BaseServer):
         resources = self.config.resources_server.name
         _, seeded = await self.server_client.post_json(resources, "/seed_session", json=row, cookies=cookies)
         cookies = {**cookies, **seeded.cookies}
-        response, cookies = await self.run_episode(row["responses_create_params"], cookies, task_header(row))
+        response, cookies = await self.run_episode(
+            row["responses_create_params"], cookies, task_header(row, self._model_reads_task_header())
+        )
         verified, _ = await self.server_client.post_json(
             resources, "/verify", json={**row, "response": response}, cookies=cookies
         )
         return {**row, **verified}
+
+    def _model_reads_task_header(self) -> bool:
+        return model_reads_task_header(global_config_of(self), self.config.model_server.name)
 
     async def run_episode(
         self, params: dict[str, Any], cookies: dict[str, str], model_headers: dict[str, str]

@@ -13,7 +13,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
-from gym_compose.server.agents.common import RowError, check_row, task_header
+from gym_compose.server.agents.common import (
+    RowError, agent_model_reads_task_header, check_row, global_config_of, task_header,
+)
 from gym_compose.server.agents.simple_agent import _row_error_response
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.web import json_response, read_json_object
@@ -56,9 +58,10 @@ class SingleAgentTurnEnvironmentServer(BaseServer):
         resources, agent = self.config.resources_server.name, self.config.agent_server.name
         _, seeded = await client.post_json(resources, "/seed_session", json=row)
         cookies = dict(seeded.cookies)
+        headers = task_header(row, agent_model_reads_task_header(global_config_of(self), agent))
         try:
             response, answered = await client.post_json(
-                agent, "/v1/responses", json=row["responses_create_params"], cookies=cookies, headers=task_header(row)
+                agent, "/v1/responses", json=row["responses_create_params"], cookies=cookies, headers=headers
             )
             cookies.update(answered.cookies)
             verified, _ = await client.post_json(resources, "/verify", json={**row, "response": response}, cookies=cookies)

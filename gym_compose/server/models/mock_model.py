@@ -11,8 +11,10 @@ Per request it decides one turn from what it is given:
 3. Then it answers with text. The text depends on `mode` (config key, or `gym_mock_mode` in the
    row's metadata): `oracle` answers the row's expected answer, `adversary` a wrong one, `plain`
    a fixed sentence. The expected answer is the first of `expected_answer`, `answer`,
-   `ground_truth`, `target` in the row's task fields, which agents send in the `x-gym-task`
-   header (base64url JSON of the row without its create params). No expected answer -> `plain`.
+   `ground_truth`, `target` in the row's task fields, which the built-in agents send in the
+   `x-gym-task` header (base64url JSON of the row without its create params) to a model server
+   that is a mock_model (or an openai_model with `forward_task_header: true`). No expected
+   answer -> `plain`.
 
 Its responses' `model` field is always "gym-compose-mock-model".
 """
