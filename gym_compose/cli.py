@@ -5,6 +5,7 @@ Every command that takes a stack accepts the same config arguments as NeMo Gym's
 Hydra override (`key=value`, `+key=value`, `++key=value`); see gym_compose/cli_options.py.
 """
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -161,12 +162,20 @@ def eval_prepare(request) -> None:
     prepare_datasets(request)
 
 
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM (a CI job cancelled, `kill`) cleans up exactly like Ctrl-C
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         code = app(standalone_mode=False)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
+    except OSError as error:  # a file we could not read or write: say which, no traceback
+        print(f"error: {error.strerror or error}" + (f": {error.filename}" if error.filename else ""), file=sys.stderr)
+        sys.exit(1)
     except typer.Abort:
         print("aborted", file=sys.stderr)
         sys.exit(130)

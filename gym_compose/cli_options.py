@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -43,7 +44,20 @@ CONFIG_OPTIONS: dict[str, tuple[Any, Any]] = {
     ), None),
 }
 
-PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar="GYM_COMPOSE_PROJECT", help="Compose project name.")
+PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+
+
+def _checked_project_name(project: str) -> str:
+    if not PROJECT_NAME.fullmatch(project):
+        raise UserError(
+            f"invalid project name {project!r}",
+            hint="use lowercase letters, digits, '-' and '_', starting with a letter or digit (Compose's rule)",
+        )
+    return project
+
+
+PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar="GYM_COMPOSE_PROJECT",
+                         callback=_checked_project_name, help="Compose project name.")
 DEFAULT_PROJECT = "gym-compose"
 
 STACK_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -126,6 +140,8 @@ def _config_request(ctx: typer.Context, *, config, resources_server, model_type,
 def _stack_options(*, project: str, publish: bool, head_port: int):
     from gym_compose.plan import StackOptions
 
+    if not 0 < head_port < 65536:
+        raise UserError(f"--head-port must be a TCP port (1-65535), got {head_port}")
     return StackOptions(project=project, publish_all=publish, head_port=head_port)
 
 

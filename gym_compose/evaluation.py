@@ -21,20 +21,21 @@ from gym_compose import __version__
 from gym_compose.collect import read_progress
 from gym_compose.config import redact
 from gym_compose.config.redact import MASK, is_secret_key
-from gym_compose.engine.build import build_stack_images
-from gym_compose.engine.compose import ComposeProject, StackNotHealthy, require_compose
+from gym_compose.engine.compose import ComposeProject
 from gym_compose.engine.images import image_digest
 from gym_compose.errors import UserError
 from gym_compose.inputs import benchmark_datasets, check_rows, uniform_num_repeats, write_collection_input
 from gym_compose.plan import COLLECTOR_SERVICE
-from gym_compose.render import CollectorRun, wait_timeout_seconds, write_project
+from gym_compose.render import CollectorRun
 from gym_compose.stack_commands import (
     StackArgs,
+    build_and_render,
     down_quietly,
     load_and_plan,
-    print_services,
     project_dir,
+    refuse_if_running,
     say,
+    start_servers,
     stop_and_remove,
 )
 
@@ -58,29 +59,24 @@ class CollectionArgs:
 def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool) -> int:
     """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`."""
     loaded, stack = load_and_plan(args)
+    if serve:
+        refuse_if_running(stack.project)
     run_dir, collector = _prepare_run(loaded, collection)  # bad rows stop us before any container
-    require_compose()
-    images = build_stack_images(stack, progress=say)
-    compose_file = write_project(stack, images, project_dir(stack.project), collector)
-    project = ComposeProject(stack.project, compose_file)
+    images, project = build_and_render(stack, project_dir(stack.project), collector)
     started_at = datetime.now(timezone.utc)
     exit_code = 1
     try:
         if serve:
-            say(f"starting {len(stack.services)} services of project {stack.project!r} ...")
-            started = time.monotonic()
-            project.up(wait_timeout_seconds(stack), services=[s.name for s in stack.services])
-            say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
-            print_services(project.ps())
+            start_servers(stack, project)
         else:
             _require_running(project)
         exit_code = _run_collector(project, run_dir)
-    except (StackNotHealthy, KeyboardInterrupt):
+    except BaseException:
         if serve and not keep:
             down_quietly(project)
         raise
     finally:
-        _write_manifest(run_dir, loaded.data, compose_file, images, started_at, exit_code)
+        _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, exit_code)
     _print_summary(run_dir)
     print(f"results: {run_dir}")
     if serve and not keep:
@@ -91,24 +87,12 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
 
 
 def _prepare_run(loaded, collection: CollectionArgs) -> tuple[Path, CollectorRun]:
-    name = collection.run_name or _default_run_name(loaded, collection)
-    run_dir = _run_dir(collection.results_dir, name, collection.resume)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / ".writable").touch()
-        (run_dir / ".writable").unlink()
-    except OSError as error:
-        raise UserError(f"cannot write the run folder {run_dir}: {error.strerror}",
-                        hint="pick a folder you can write with --results-dir") from None
-    extra = list(collection.collector_args)
-    input_copy = run_dir / INPUT_FILE
+    """Check every input row first, then claim the run folder and put the rows there."""
     if collection.input_file is not None:
-        source = collection.input_file
-        if not source.is_file():
-            raise UserError(f"input file {source} does not exist")
-        check_rows(source)
-        if not (collection.resume and input_copy.exists()):
-            shutil.copyfile(source, input_copy)
+        if not collection.input_file.is_file():
+            raise UserError(f"input file {collection.input_file} does not exist")
+        check_rows(collection.input_file)
+        datasets = []
         num_repeats = collection.num_repeats
     else:
         datasets = benchmark_datasets(loaded.data, loaded.search_roots)
@@ -117,43 +101,69 @@ def _prepare_run(loaded, collection: CollectionArgs) -> tuple[Path, CollectorRun
                 "nothing to collect: the config declares no dataset of type `benchmark`",
                 hint="select one with --benchmark NAME, or pass rows with --input FILE",
             )
-        if not (collection.resume and input_copy.exists()):
-            write_collection_input(datasets, input_copy)
+        for dataset in datasets:
+            check_rows(dataset.path)
         num_repeats = collection.num_repeats or uniform_num_repeats(datasets)
+    if collection.prompt_config is not None and not collection.prompt_config.is_file():
+        raise UserError(f"prompt config {collection.prompt_config} does not exist")
+
+    name = collection.run_name or _default_run_name(collection, datasets)
+    run_dir = _resumed_run_dir(collection.results_dir, name) if collection.resume else _new_run_dir(
+        collection.results_dir, name)
+    input_copy = run_dir / INPUT_FILE
+    if not (collection.resume and input_copy.exists()):
+        if collection.input_file is not None:
+            shutil.copyfile(collection.input_file, input_copy)
+        else:  # a --prompt-config given here replaces the datasets' own prompt configs
+            write_collection_input(datasets, input_copy, apply_dataset_prompts=collection.prompt_config is None)
+
+    extra = list(collection.collector_args)
     if num_repeats:
         extra += ["--num-repeats", str(num_repeats)]
     if collection.resume:
         extra.append("--resume")
     if collection.prompt_config is not None:
-        if not collection.prompt_config.is_file():
-            raise UserError(f"prompt config {collection.prompt_config} does not exist")
         shutil.copyfile(collection.prompt_config, run_dir / "prompt_config.yaml")
         extra += ["--prompt-config", "/results/prompt_config.yaml"]
     return run_dir, CollectorRun(input_file=input_copy, output_dir=run_dir, args=extra)
 
 
-def _default_run_name(loaded, collection: CollectionArgs) -> str:
+def _default_run_name(collection: CollectionArgs, datasets) -> str:
     if collection.input_file is not None:
         return collection.input_file.stem
-    names = {d.name for d in benchmark_datasets(loaded.data, loaded.search_roots)}
-    return "+".join(sorted(names)) or "run"
+    return "+".join(sorted({d.name for d in datasets})) or "run"
 
 
-def _run_dir(results_dir: Path, name: str, resume: bool) -> Path:
-    if resume:
-        own_runs = re.compile(re.escape(name) + r"-\d{8}-\d{6}(-\d+)?")
-        earlier = sorted(p for p in results_dir.glob(f"{name}-*") if own_runs.fullmatch(p.name))
-        if not earlier:
-            raise UserError(f"--resume: no earlier run named {name!r} under {results_dir}",
-                            hint="run without --resume first, or pass --run-name")
-        return earlier[-1]
+def _resumed_run_dir(results_dir: Path, name: str) -> Path:
+    own_runs = re.compile(re.escape(name) + r"-\d{8}-\d{6}(-\d+)?")
+    earlier = [p for p in results_dir.glob(f"{name}-*") if own_runs.fullmatch(p.name) and p.is_dir()]
+    if not earlier:
+        raise UserError(f"--resume: no earlier run named {name!r} under {results_dir}",
+                        hint="run without --resume first, or pass the same --run-name as that run")
+    return max(earlier, key=lambda p: (p.name[len(name) + 1:len(name) + 16], _suffix_number(p, name)))
+
+
+def _suffix_number(path: Path, name: str) -> int:
+    rest = path.name[len(name) + 16:]
+    return int(rest[1:]) if rest.startswith("-") and rest[1:].isdigit() else 1
+
+
+def _new_run_dir(results_dir: Path, name: str) -> Path:
+    """A fresh `<name>-<time>[-N]` folder, claimed with an exclusive mkdir (two runs never share one)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    candidate = results_dir / f"{name}-{stamp}"
-    suffix = 1
-    while candidate.exists():
-        suffix += 1
-        candidate = results_dir / f"{name}-{stamp}-{suffix}"
-    return candidate
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        for suffix in range(1, 1000):
+            candidate = results_dir / (f"{name}-{stamp}" if suffix == 1 else f"{name}-{stamp}-{suffix}")
+            try:
+                candidate.mkdir()
+                return candidate
+            except FileExistsError:
+                continue
+    except OSError as error:
+        raise UserError(f"cannot create a run folder under {results_dir}: {error.strerror}",
+                        hint="pick a folder you can write with --results-dir") from None
+    raise UserError(f"too many runs named {name!r} in the same second under {results_dir}")
 
 
 def _require_running(project: ComposeProject) -> None:

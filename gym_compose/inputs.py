@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_compose.collect.jsonl import read_input_lines
+from gym_compose.collect.prompt import apply_prompt, load_prompt_config
 from gym_compose.config import instances, resolve_path
 from gym_compose.errors import UserError
 
@@ -26,6 +27,7 @@ class Dataset:
     name: str
     path: Path
     num_repeats: int | None
+    prompt_config: Path | None = None  # NeMo Gym turns raw benchmark rows into prompts with it
 
 
 def benchmark_datasets(data: dict[str, Any], roots: list[Path]) -> list[Dataset]:
@@ -53,18 +55,28 @@ def benchmark_datasets(data: dict[str, Any], roots: list[Path]) -> list[Dataset]
             if key in seen:
                 continue
             seen.add(key)
+            prompt = None
+            if entry.get("prompt_config"):
+                prompt = resolve_path(entry["prompt_config"], roots)
+                if prompt is None:
+                    raise UserError(f"{instance.name}: dataset {entry.get('name')!r} prompt_config "
+                                    f"{entry['prompt_config']} does not exist")
             found.append(Dataset(instance.name, instance.server_type, entry.get("name", ""), Path(path),
-                                 entry.get("num_repeats")))
+                                 entry.get("num_repeats"), Path(prompt) if prompt else None))
     return found
 
 
-def write_collection_input(datasets: list[Dataset], target: Path) -> int:
-    """Concatenate the datasets' rows into target, adding agent_ref for agent datasets. Returns rows."""
+def write_collection_input(datasets: list[Dataset], target: Path, apply_dataset_prompts: bool = True) -> int:
+    """Concatenate the datasets' rows into target, as NeMo Gym collates them: each dataset's
+    prompt_config applied, agent_ref added for agent datasets. Returns the number of rows."""
     count = 0
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "w", encoding="utf-8") as out:
         for dataset in datasets:
-            for _, _, row in read_input_lines(dataset.path):
+            prompt = load_prompt_config(dataset.prompt_config) if apply_dataset_prompts and dataset.prompt_config else None
+            for line_number, _, row in read_input_lines(dataset.path):
+                if prompt is not None:
+                    row = apply_prompt(prompt, row, f"{dataset.path}, line {line_number}")
                 if dataset.server_type == "responses_api_agents" and "agent_ref" not in row:
                     row = {**row, "agent_ref": {"name": dataset.instance}}
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -8,6 +8,7 @@ clients outside the network) and the secrets pulled out of the config.
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +54,6 @@ class StackOptions:
     head_port: int = HEAD_PORT
     publish_all: bool = False
     bind_address: str = "127.0.0.1"
-    # Docker Engine 25+ (API 1.44) probes every start_interval during start-up, which lets the
-    # steady-state healthcheck interval be long (low idle CPU) without slowing the start.
-    healthcheck_start_interval: bool = False
 
 
 @dataclass
@@ -68,7 +66,6 @@ class Service:
     port: int = SERVER_PORT
     published_port: int | None = None
     secrets: list[str] = field(default_factory=list)
-    depends_on: list[str] = field(default_factory=list)
     docker: dict[str, Any] = field(default_factory=dict)  # compose fields overridden by config
 
 
@@ -84,10 +81,6 @@ class Stack:
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
 
-    @property
-    def environment_services(self) -> list[Service]:
-        return [s for s in self.services if s.role == "environment"]
-
 
 def service_name(instance_name: str) -> str:
     """A DNS-safe compose service name for an instance name."""
@@ -97,7 +90,15 @@ def service_name(instance_name: str) -> str:
     return name
 
 
+TIMEOUT_KEYS = ("server_spinup_timeout_seconds", "model_endpoint_readiness_timeout_seconds")
+
+
 def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = StackOptions()) -> Stack:
+    for key in TIMEOUT_KEYS:
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise UserError(f"{key} must be a number of seconds (0 or more), got {value!r}",
+                            hint=f"e.g. ++{key}=120")
     found = instances(data)
     if not found:
         raise UserError(
@@ -145,6 +146,10 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
             host_spec["host"], host_spec["port"] = service.name, SERVER_PORT
         # The runtime reads secrets of its own block only, so that is all a container gets.
         service.secrets = sorted(_secret_refs(spec))
+    # A secret no container mounts (e.g. top-level policy_api_key once interpolated into the
+    # model's block) is not written anywhere; its placeholder stays in the config.
+    mounted = {name for service in services for name in service.secrets}
+    secrets = {name: value for name, value in secrets.items() if name in mounted}
     network_config["head_server"] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
     host_config["head_server"] = {"host": options.bind_address, "port": options.head_port}
 
@@ -191,6 +196,17 @@ def _docker_overrides(instance_name: str, block: Any) -> dict[str, Any]:
             f"{instance_name}: unknown key(s) in `docker`: {', '.join(sorted(unknown))}",
             hint=f"allowed: {', '.join(sorted([*DOCKER_OVERRIDES, 'publish']))}",
         )
+    environment = block.get("environment") or {}
+    if not isinstance(environment, dict):
+        raise UserError(f"{instance_name}: docker.environment must be a mapping of NAME: value")
+    leaked = sorted(key for key in environment if is_secret_key(key))
+    if leaked:
+        raise UserError(
+            f"{instance_name}: docker.environment would put secret(s) {', '.join(leaked)} into environment "
+            "variables and compose.yaml",
+            hint="put the value in the server's own config block under a key such as `api_key`: it then "
+            "travels as a compose secret and the server reads it from its config",
+        )
     overrides = {DOCKER_OVERRIDES[key]: value for key, value in block.items() if key != "publish"}
     if block.get("publish"):
         overrides["publish"] = True
@@ -212,13 +228,22 @@ def _extract_secrets(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
             return {key: walk(value, [*path, str(key)]) for key, value in node.items()}
         if isinstance(node, list):
             return [walk(value, [*path, str(i)]) for i, value in enumerate(node)]
-        if isinstance(node, str) and node and path and is_secret_key(path[-1]) and not node.startswith(SECRET_PREFIX):
-            name = re.sub(r"[^a-zA-Z0-9_.-]+", "_", ".".join(path))
-            secrets[name] = node
+        is_secret = path and is_secret_key(path[-1]) and node is not None and not isinstance(node, bool)
+        if is_secret and str(node) and not str(node).startswith(SECRET_PREFIX):
+            name = _secret_name(path, secrets)
+            secrets[name] = str(node)
             return SECRET_PREFIX + name
         return node
 
     return walk(config, []), secrets
+
+
+def _secret_name(path: list[str], taken: dict[str, str]) -> str:
+    """A file name for the secret at `path`; two paths that read alike get different names."""
+    name = re.sub(r"[^a-zA-Z0-9_.-]+", "_", ".".join(path))
+    if name in taken:
+        name += "-" + hashlib.sha256(".".join(path).encode()).hexdigest()[:8]
+    return name
 
 
 def _secret_refs(node: Any) -> set[str]:

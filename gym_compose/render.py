@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from gym_compose.paths import PROJECT_ROOT
 from gym_compose.plan import (
     COLLECTOR_SERVICE,
     HEAD_SERVICE,
@@ -22,10 +23,19 @@ from gym_compose.plan import (
     Stack,
 )
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "compose_templates"
+TEMPLATES_DIR = PROJECT_ROOT / "compose_templates"
 NETWORK = "gym"
 COMPOSE_FILE = "compose.yaml"
 STEADY_HEALTHCHECK = {"interval": "30s", "start_interval": "1s"}
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What the target engine supports."""
+
+    # Docker Engine 25+ (API 1.44) probes every start_interval during start-up, which lets the
+    # steady-state healthcheck interval be long (low idle CPU) without slowing the start.
+    healthcheck_start_interval: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,13 +53,14 @@ def load_template(name: str) -> dict[str, Any]:
         return yaml.safe_load(handle) or {}
 
 
-def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun | None = None) -> dict[str, Any]:
+def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun | None = None,
+                  options: RenderOptions = RenderOptions()) -> dict[str, Any]:
     """The compose project as a dict. `images` maps service name -> image tag (and "base")."""
     network_yaml = yaml.safe_dump(stack.network_config, sort_keys=False)
     host_yaml = yaml.safe_dump(stack.host_config, sort_keys=False)
     labels = {PROJECT_LABEL: stack.project}
     services = {
-        service.name: _server_service(stack, service, images, network_yaml, host_yaml, labels)
+        service.name: _server_service(stack, service, images, network_yaml, host_yaml, labels, options)
         for service in stack.services
     }
     if collector is not None:
@@ -65,21 +76,24 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
 
 
 def write_project(
-    stack: Stack, images: dict[str, str], out_dir: Path, collector: CollectorRun | None = None
+    stack: Stack, images: dict[str, str], out_dir: Path, collector: CollectorRun | None = None,
+    options: RenderOptions = RenderOptions(),
 ) -> Path:
     """Write compose.yaml and its secret files into out_dir; returns the compose file's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    out_dir.chmod(0o700)  # secret files below are world-readable for the container user only through here
     secrets_dir = out_dir / "secrets"
     if stack.secrets:
         secrets_dir.mkdir(exist_ok=True)
+        # The files must be readable by the containers' non-root user (compose bind-mounts each
+        # file as it is), so it is this folder's mode that keeps other host users out.
+        secrets_dir.chmod(0o700)
         for name, value in stack.secrets.items():
             path = secrets_dir / name
             path.write_text(value, encoding="utf-8")
             path.chmod(0o644)
     compose_file = out_dir / COMPOSE_FILE
     text = "# Rendered by gym-compose; run it with: docker compose -f compose.yaml up --wait\n"
-    text += dump_yaml(compose_model(stack, images, collector))
+    text += dump_yaml(compose_model(stack, images, collector, options))
     tmp = compose_file.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(compose_file)
@@ -91,7 +105,8 @@ def dump_yaml(model: dict[str, Any]) -> str:
 
 
 def _server_service(
-    stack: Stack, service: Service, images: dict[str, str], network_yaml: str, host_yaml: str, labels: dict
+    stack: Stack, service: Service, images: dict[str, str], network_yaml: str, host_yaml: str, labels: dict,
+    options: RenderOptions,
 ) -> dict[str, Any]:
     spec = load_template("server")
     spec["image"] = images.get(service.name, images["base"])
@@ -110,12 +125,10 @@ def _server_service(
     spec["healthcheck"] = copy.deepcopy(spec["healthcheck"])
     spec["healthcheck"]["test"] = [*spec["healthcheck"]["test"], str(service.port)]
     spec["healthcheck"]["start_period"] = f"{_start_period_seconds(stack, service)}s"
-    if stack.options.healthcheck_start_interval:
+    if options.healthcheck_start_interval:
         spec["healthcheck"].update(STEADY_HEALTHCHECK)
     if service.published_port:
         spec["ports"] = [f"{stack.options.bind_address}:{service.published_port}:{service.port}"]
-    if service.depends_on:
-        spec["depends_on"] = {name: {"condition": "service_healthy"} for name in service.depends_on}
     if service.secrets:
         spec["secrets"] = list(service.secrets)
     spec["networks"] = [NETWORK]

@@ -6,12 +6,13 @@ before the config has loaded and the stack has planned without error.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from gym_compose.config import LoadedConfig, load
@@ -26,9 +27,8 @@ from gym_compose.engine.compose import (
 )
 from gym_compose.errors import UserError
 from gym_compose.plan import Stack, StackOptions, plan_stack
-from gym_compose.render import CollectorRun, wait_timeout_seconds, write_project
+from gym_compose.render import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
 
-STATE_DIR = Path(".gym-compose")
 STOP_GRACE_SECONDS = 5
 WATCH_INTERVAL_SECONDS = 2.0
 
@@ -47,24 +47,42 @@ def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
     loaded = load(args.request)
     for warning in loaded.warnings:
         say(warning)
-    options = replace(args.options, healthcheck_start_interval=supports_start_interval())
-    return loaded, plan_stack(loaded.data, loaded.search_roots, options)
+    return loaded, plan_stack(loaded.data, loaded.search_roots, args.options)
 
 
 def plan_from_request(args: StackArgs) -> Stack:
     return load_and_plan(args)[1]
 
 
+def state_dir() -> Path:
+    """Where the rendered project of each running stack lives, whatever the working directory."""
+    if os.environ.get("GYM_COMPOSE_STATE_DIR"):
+        return Path(os.environ["GYM_COMPOSE_STATE_DIR"])
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "gym-compose"
+
+
 def project_dir(project: str) -> Path:
-    return STATE_DIR / project
+    return state_dir() / "projects" / project
+
+
+def render_options() -> RenderOptions:
+    """What the engine at hand supports (asked once the config and the plan are known to be good)."""
+    return RenderOptions(healthcheck_start_interval=supports_start_interval())
+
+
+def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None
+                     ) -> tuple[dict[str, str], ComposeProject]:
+    require_compose()
+    images = build_stack_images(stack, progress=say)
+    compose_file = write_project(stack, images, out_dir, collector, render_options())
+    return images, ComposeProject(stack.project, compose_file)
 
 
 def render_command(args: StackArgs, output: Path) -> Path:
     stack = plan_from_request(args)
-    images = build_stack_images(stack, progress=say)
-    compose_file = write_project(stack, images, output)
-    say(f"rendered {compose_file}; run it with: docker compose -f {compose_file} up --wait")
-    return compose_file
+    _, project = build_and_render(stack, output)
+    say(f"rendered {project.compose_file}; run it with: docker compose -f {project.compose_file} up --wait")
+    return project.compose_file
 
 
 def build_command(args: StackArgs) -> dict[str, str]:
@@ -75,27 +93,34 @@ def build_command(args: StackArgs) -> dict[str, str]:
     return images
 
 
-def start_stack(args: StackArgs, collector: CollectorRun | None = None) -> tuple[Stack, ComposeProject]:
-    """Plan, build, render and start the stack; returns once every server is healthy."""
-    stack = plan_from_request(args)
-    require_compose()
-    images = build_stack_images(stack, progress=say)
-    compose_file = write_project(stack, images, project_dir(stack.project), collector)
-    project = ComposeProject(stack.project, compose_file)
+def refuse_if_running(project_name: str) -> None:
+    """Two commands must not drive one project: the second would recreate the first's containers."""
+    if ComposeProject(project_name).ps():
+        raise UserError(
+            f"project {project_name!r} is already running",
+            hint=f"stop it with `gym-compose down -p {project_name}`, collect against it with "
+            "`gym-compose eval run --no-serve`, or start another stack with -p NAME and --head-port PORT",
+        )
+
+
+def start_servers(stack: Stack, project: ComposeProject) -> None:
+    """Start every server and wait until all are healthy; any failure removes the stack again."""
     say(f"starting {len(stack.services)} services of project {stack.project!r} ...")
     started = time.monotonic()
     try:
-        project.up(wait_timeout_seconds(stack))
+        project.up(wait_timeout_seconds(stack), services=[s.name for s in stack.services])
         say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
         print_services(project.ps())
-    except (StackNotHealthy, KeyboardInterrupt):
+    except BaseException:
         down_quietly(project)
         raise
-    return stack, project
 
 
 def up_command(args: StackArgs, detach: bool) -> None:
-    stack, project = start_stack(args)
+    stack = plan_from_request(args)
+    refuse_if_running(stack.project)
+    _, project = build_and_render(stack, project_dir(stack.project))
+    start_servers(stack, project)
     if detach:
         say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
         return
@@ -104,13 +129,16 @@ def up_command(args: StackArgs, detach: bool) -> None:
 
 def attach(project: ComposeProject) -> None:
     """Follow the logs until Ctrl-C (or SIGTERM) or a container dies, then stop and remove the stack."""
-    signal.signal(signal.SIGTERM, _interrupt)
     logs = subprocess.Popen(project.logs_command([], follow=True, tail="0"))
     died: list[ServiceState] = []
     try:
         while not died:
             time.sleep(WATCH_INTERVAL_SECONDS)
-            died = [s for s in project.ps() if s.state != "running"]
+            states = project.ps()
+            died = [s for s in states if s.state != "running"]
+            if not states:
+                say("the stack's containers are gone (removed from outside)")
+                break
     except KeyboardInterrupt:
         say(f"\nstopping (grace period {STOP_GRACE_SECONDS}s) ...")
     finally:
@@ -119,26 +147,29 @@ def attach(project: ComposeProject) -> None:
             logs.wait(timeout=5)
         except subprocess.TimeoutExpired:
             logs.kill()
-    if died:
         for state in died:
             say(f"error: service {state.service} stopped ({state.state}, exit code {state.exit_code})")
             say(project.logs_tail(state.service))
-    stop_and_remove(project)
+        stop_and_remove(project)
     if died:
         raise UserError("a service died; the stack was stopped", hint="see the log lines above", exit_code=1)
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def stop_and_remove(project: ComposeProject) -> None:
-    project.stop(STOP_GRACE_SECONDS)
-    killed = [s.service for s in project.ps() if s.exit_code == 137]
-    if killed:
-        say(f"killed after {STOP_GRACE_SECONDS}s grace: {', '.join(killed)}")
-    project.down()
-    forget_secrets(project.name)
+    """Stop with a grace period, name what had to be killed, remove everything; a second Ctrl-C
+    during this is ignored so that nothing is left half-removed."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        try:
+            project.stop(STOP_GRACE_SECONDS)
+            killed = [s.service for s in project.ps() if s.exit_code == 137]
+            if killed:
+                say(f"killed after {STOP_GRACE_SECONDS}s grace: {', '.join(killed)}")
+        except UserError as error:
+            say(f"warning: could not stop the stack gracefully: {error}")
+        down_quietly(project)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     say("gym-compose finished")
 
 
@@ -186,6 +217,7 @@ def print_services(states: list[ServiceState]) -> None:
 def down_quietly(project: ComposeProject) -> None:
     try:
         project.down()
-        forget_secrets(project.name)
     except Exception as error:  # the original failure matters more than a failed clean-up
-        say(f"warning: could not remove the stack: {error}")
+        say(f"warning: could not remove the stack: {error}; run `gym-compose down -p {project.name}`")
+    else:
+        forget_secrets(project.name)

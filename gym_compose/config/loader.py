@@ -31,10 +31,12 @@ from gym_compose.errors import UserError
 ENV_FILE = "env.yaml"
 COMMAND_LINE = "the command line"
 DEFAULT_MODEL_TYPE = "mock_model"
+ENDPOINT_MODEL_TYPE = "openai_model"  # what --model-url means when no model type is selected
 MOCK_MODEL_NOTICE = (
     "notice: no model selected, so the built-in mock model serves policy_model; for a real one pass "
-    "--model-type openai_model --model-url URL -m MODEL --model-api-key KEY"
+    "--model-url URL -m MODEL --model-api-key KEY (an OpenAI-compatible endpoint)"
 )
+ENDPOINT_MODEL_NOTICE = "notice: --model-url given with no --model-type, so openai_model serves policy_model"
 
 
 @dataclass
@@ -67,9 +69,10 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
         warnings.append("note: config(s) included more than once, loaded once: " + ", ".join(sorted(set(included.duplicates))))
 
     if not request.model_types and not _defines_a_model([f.config for f in files] + ([env_config] if env_config else [])):
-        mock = find_selector_file("model_type", DEFAULT_MODEL_TYPE, roots)
-        files = list(load_includes([ConfigEntry(str(mock.path), mock.root)], roots).files_in_merge_order) + files
-        warnings.append(MOCK_MODEL_NOTICE)
+        model_type = ENDPOINT_MODEL_TYPE if request.model_url else DEFAULT_MODEL_TYPE
+        default = find_selector_file("model_type", model_type, roots)
+        files = list(load_includes([ConfigEntry(str(default.path), default.root)], roots).files_in_merge_order) + files
+        warnings.append(ENDPOINT_MODEL_NOTICE if request.model_url else MOCK_MODEL_NOTICE)
 
     origins: dict[str, str] = {}
     merged = _merge_sources(files, env_config, env_file, origins)

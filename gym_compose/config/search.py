@@ -14,9 +14,9 @@ from pathlib import Path
 
 from gym_compose.config.suggest import close_matches
 from gym_compose.errors import UserError
+from gym_compose.paths import PROJECT_ROOT
 
 SEARCH_PATH_ENV = "GYM_COMPOSE_SEARCH_PATH"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SERVER_IMAGES = "server_images"
 
 # NeMo Gym's top-level folder for each selector that names a server implementation.

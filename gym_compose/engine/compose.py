@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gym_compose.engine.docker_cli import DockerCommandError, run_docker
+from gym_compose.engine.docker_cli import DockerCommandError, indented_tail, run_docker
 from gym_compose.errors import UserError
 
 LOG_TAIL_LINES = 15
@@ -65,8 +65,14 @@ class ComposeProject:
                 *(services or [])]
         result = run_docker(args, timeout=300, check=False)
         if not result.ok:
-            raise StackNotHealthy("the stack could not start:", _tail(result.stderr or result.stdout)
-                                  + "\n" + self.failure_report())
+            output = result.stderr or result.stdout
+            if "port is already allocated" in output or "address already in use" in output:
+                raise UserError(
+                    f"a port this stack publishes is already in use:\n{indented_tail(output, 3)}",
+                    hint="another stack or program holds it: pick another with --head-port PORT "
+                    "(with --publish, the servers take the ports after it)",
+                )
+            raise StackNotHealthy("the stack could not start:", indented_tail(output, 10) + "\n" + self.failure_report())
         deadline = time.monotonic() + wait_timeout
         while True:
             states = self.ps()
@@ -171,10 +177,6 @@ def _service_state(row: dict) -> ServiceState:
         exit_code=int(row.get("ExitCode") or 0),
         publishers=row.get("Publishers") or [],
     )
-
-
-def _tail(text: str, lines: int = 10) -> str:
-    return "\n".join(f"  {line}" for line in text.strip().splitlines()[-lines:])
 
 
 def engine_api_version() -> tuple[int, int]:

@@ -44,16 +44,31 @@ class DockerCommandError(UserError):
     """`docker ...` exited non-zero; `result` holds its output."""
 
     def __init__(self, result: DockerResult, hint: str | None = None):
-        command = " ".join(result.args[:3])
-        detail = _tail(result.stderr or result.stdout, 20)
+        command = describe(result.args)
+        detail = indented_tail(result.stderr or result.stdout, 20)
         super().__init__(f"`{command}` failed (exit {result.returncode}):\n{detail}", hint=hint)
         self.result = result
+
+
+def describe(args: Sequence[str]) -> str:
+    """`docker compose up`-style name of a call: the command words, without -p/-f/--profile values."""
+    words, skip = ["docker"], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-p", "-f", "--profile"):
+            skip = True
+        elif not arg.startswith("-"):
+            words.append(arg)
+        if len(words) == 4:
+            break
+    return " ".join(words)
 
 
 class DockerTimeout(UserError):
     def __init__(self, args: Sequence[str], timeout: float):
         super().__init__(
-            f"`{' '.join(list(args)[:3])}` did not finish within {timeout:.0f} s.",
+            f"`{describe(args)}` did not finish within {timeout:.0f} s.",
             hint="check that the Docker engine is responsive (`docker info`), then try again",
         )
 
@@ -157,5 +172,6 @@ def _raise_if_engine_unusable(result: DockerResult) -> None:
         )
 
 
-def _tail(text: str, count: int) -> str:
+def indented_tail(text: str, count: int) -> str:
+    """The last `count` lines of a command's output, indented under an error message."""
     return "\n".join("    " + line for line in text.strip().splitlines()[-count:])

@@ -24,10 +24,10 @@ from gym_compose.engine.image_hash import ContentHash, tree_files
 from gym_compose.engine.image_settings import IMAGE_LABEL, PYTHON_VERSION, ImageSettings
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
+from gym_compose.paths import PROJECT_ROOT
 
 Progress = Callable[[str], None]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = PROJECT_ROOT / "gym_compose"
 DOCKER_DIR = PROJECT_ROOT / "docker"
 RUNTIME_REQUIREMENTS = DOCKER_DIR / "runtime-requirements.txt"

@@ -128,6 +128,14 @@ def test_no_model_means_the_mock_model_with_a_notice(tmp_path):
     assert any("mock model" in w for w in loaded.warnings)
 
 
+def test_a_model_url_without_a_model_type_means_openai_model(tmp_path):
+    loaded = load(ConfigRequest(model_url="http://u/v1", model_name="m", model_api_key="k"), cwd=tmp_path)
+    (model,) = [i for i in instances(loaded.data) if i.server_type == "responses_api_models"]
+    assert (model.name, model.implementation) == ("policy_model", "openai_model")
+    assert model.spec["openai_base_url"] == "http://u/v1"
+    assert not any("mock model" in w for w in loaded.warnings)
+
+
 def test_a_config_that_defines_a_model_gets_no_mock(tmp_path):
     write(tmp_path, "model.yaml", MODEL)
     loaded = load_files(tmp_path, "model.yaml", model_url="http://u")

@@ -47,7 +47,7 @@ def test_transient_failure_is_retried_until_it_works(fake_docker, tmp_path):
 
 def test_permanent_failure_is_not_retried_and_names_the_command(fake_docker):
     counter = fake_docker('echo "Error: No such image: nope" >&2; exit 1')
-    with pytest.raises(docker_cli.DockerCommandError, match=r"(?s)`image inspect nope` failed.*No such image"):
+    with pytest.raises(docker_cli.DockerCommandError, match=r"(?s)`docker image inspect nope` failed.*No such image"):
         docker_cli.run_docker(["image", "inspect", "nope"], timeout=10, retries=3)
     assert calls(counter) == 1
 
@@ -155,3 +155,9 @@ def test_a_compiled_package_without_wheels_is_a_clear_error(tmp_path, monkeypatc
     monkeypatch.setattr(wheelhouse, "_run_pip", fake_pip)
     with pytest.raises(UserError, match="not pure Python"):
         wheelhouse._build_pure_python_wheel("native==1.0", tmp_path)
+
+
+def test_compose_failures_name_the_subcommand_not_the_project_flags(fake_docker):
+    fake_docker('echo "port is already allocated" >&2; exit 1')
+    with pytest.raises(docker_cli.DockerCommandError, match=r"`docker compose up` failed"):
+        docker_cli.run_docker(["compose", "-p", "proj", "-f", "/x/compose.yaml", "up", "--detach"], timeout=10)

@@ -58,3 +58,18 @@ def test_datasets_must_agree_on_num_repeats(tmp_path):
         uniform_num_repeats(benchmark_datasets(data, [tmp_path]))
     data["b"] = agent([{"name": "two", "type": "benchmark", "jsonl_fpath": two, "num_repeats": 4}])
     assert uniform_num_repeats(benchmark_datasets(data, [tmp_path])) == 4
+
+
+def test_a_datasets_prompt_config_turns_raw_rows_into_prompts(tmp_path):
+    bench = rows_file(tmp_path, "bench.jsonl", [{"question": "1+1?", "expected_answer": "2"}])
+    (tmp_path / "math.yaml").write_text("system: Solve it.\nuser: 'Question: {question}'\n")
+    data = {"my_agent": agent([{"name": "b", "type": "benchmark", "jsonl_fpath": bench, "prompt_config": "math.yaml"}])}
+    target = tmp_path / "input.jsonl"
+    write_collection_input(benchmark_datasets(data, [tmp_path]), target)
+    (row,) = [json.loads(line) for line in target.read_text().splitlines()]
+    assert row["responses_create_params"]["input"] == [
+        {"role": "system", "content": "Solve it."}, {"role": "user", "content": "Question: 1+1?"}]
+    assert row["expected_answer"] == "2" and row["agent_ref"] == {"name": "my_agent"}
+    # a --prompt-config given on the command line replaces the dataset's own
+    write_collection_input(benchmark_datasets(data, [tmp_path]), target, apply_dataset_prompts=False)
+    assert "responses_create_params" not in json.loads(target.read_text())

@@ -7,7 +7,7 @@ import yaml
 
 from gym_compose.errors import UserError
 from gym_compose.plan import HEAD_SERVICE, SECRET_PREFIX, StackOptions, plan_stack, service_name
-from gym_compose.render import CollectorRun, compose_model, write_project
+from gym_compose.render import CollectorRun, RenderOptions, compose_model, write_project
 
 
 def weather_config(api_key: str = "sk-very-secret") -> dict:
@@ -72,7 +72,6 @@ def test_one_service_per_instance_plus_head(roots):
     assert names == [HEAD_SERVICE, "weather", "weather-agent", "weather-env", "policy-model"]
     assert stack.service("weather").source_dir == roots[0] / "server_images" / "weather_impl"
     assert stack.service("weather-agent").source_dir is None  # built-in: runs from the base image
-    assert stack.service(HEAD_SERVICE).depends_on == []  # servers start in parallel
 
 
 def test_in_network_view_uses_service_names_and_host_view_published_addresses(roots):
@@ -124,9 +123,9 @@ def test_rendered_services_have_safe_defaults_healthchecks_and_readiness_order(r
 
 
 def test_engines_with_start_interval_get_a_long_steady_interval(roots):
-    old = compose_model(plan_stack(weather_config(), roots), IMAGES)["services"]["weather"]["healthcheck"]
-    new_engine = StackOptions(healthcheck_start_interval=True)
-    new = compose_model(plan_stack(weather_config(), roots, new_engine), IMAGES)["services"]["weather"]["healthcheck"]
+    stack = plan_stack(weather_config(), roots)
+    old = compose_model(stack, IMAGES)["services"]["weather"]["healthcheck"]
+    new = compose_model(stack, IMAGES, options=RenderOptions(healthcheck_start_interval=True))["services"]["weather"]["healthcheck"]
     assert "start_interval" not in old and old["interval"] == "2s"
     assert new["start_interval"] == "1s" and new["interval"] == "30s"
 
@@ -165,3 +164,34 @@ def test_collector_mounts_input_read_only_and_results(roots, tmp_path):
     assert mounts["/results"]["source"] == str((tmp_path / "out").resolve())
     assert collector["command"][-2:] == ["--limit", "2"]
     assert collector["depends_on"] == {HEAD_SERVICE: {"condition": "service_healthy"}}
+
+
+def test_numeric_secrets_are_extracted_and_unmounted_ones_are_not_written(roots):
+    config = weather_config(api_key=12345)  # an override such as ++policy_api_key=12345 parses as int
+    stack = plan_stack(config, roots)
+    model = stack.network_config["policy_model"]["responses_api_models"]["openai_model"]
+    assert model["openai_api_key"].startswith(SECRET_PREFIX)
+    assert stack.network_config["policy_api_key"].startswith(SECRET_PREFIX)
+    assert list(stack.secrets.values()) == ["12345"]  # the top-level copy is mounted by no one
+
+
+def test_secret_paths_that_read_alike_get_different_files(roots):
+    config = weather_config()
+    config["weather"]["resources_servers"]["weather_impl"]["a b"] = {"api_key": "one"}
+    config["weather"]["resources_servers"]["weather_impl"]["a_b"] = {"api_key": "two"}
+    stack = plan_stack(config, roots)
+    assert {"one", "two"} <= set(stack.secrets.values())
+
+
+def test_secrets_in_docker_environment_are_refused(roots):
+    config = weather_config()
+    config["weather"]["resources_servers"]["weather_impl"]["docker"] = {"environment": {"OPENAI_API_KEY": "sk-x"}}
+    with pytest.raises(UserError, match="OPENAI_API_KEY"):
+        plan_stack(config, roots)
+
+
+@pytest.mark.parametrize("value", ["abc", -1, True])
+def test_timeouts_must_be_seconds(roots, value):
+    config = {**weather_config(), "server_spinup_timeout_seconds": value}
+    with pytest.raises(UserError, match="server_spinup_timeout_seconds"):
+        plan_stack(config, roots)
