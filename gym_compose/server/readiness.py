@@ -4,7 +4,9 @@ Upstream endpoints are the `*base_url` values of the server's own config. Each m
 `GET <base>/models` with any status. A host name that does not resolve on the first try is warned
 about and skipped (NeMo Gym's rule). `model_endpoint_readiness_timeout_seconds` (default 600, 0 =
 skip) bounds the wait; when it runs out the endpoints that never answered are logged and the
-process exits 1, so compose reports the service unhealthy instead of waiting forever.
+process exits 1, so compose reports the service unhealthy instead of waiting forever. A probe
+that fails other than by a transport error (an invalid URL, say) can never succeed: the endpoint
+and the error are logged and the process exits 1 at once; the head does the same for its servers.
 """
 
 from __future__ import annotations
@@ -57,30 +59,42 @@ class Readiness:
 
         deadline = time.monotonic() + self.timeout
         first_try = True
-        async with httpx.AsyncClient(timeout=5.0, verify=False) as client:
-            while self.pending:
-                for base_url in list(self.pending):
-                    if first_try and not await _resolves(base_url):
-                        LOG.warning("upstream model endpoint %s does not resolve; not waiting for it", base_url)
+        base_url = None
+        try:
+            async with httpx.AsyncClient(timeout=5.0, verify=False) as client:
+                while self.pending:
+                    for base_url in list(self.pending):
+                        if first_try and not await _resolves(base_url):
+                            LOG.warning("upstream model endpoint %s does not resolve; not waiting for it", base_url)
+                            self.pending.remove(base_url)
+                            continue
+                        try:
+                            await client.get(base_url.rstrip("/") + "/models")
+                        except (httpx.TransportError, OSError):
+                            continue
                         self.pending.remove(base_url)
-                        continue
-                    try:
-                        await client.get(base_url.rstrip("/") + "/models")
-                    except (httpx.TransportError, OSError):
-                        continue
-                    self.pending.remove(base_url)
-                first_try = False
-                if not self.pending:
-                    break
-                if time.monotonic() > deadline:
-                    print(
-                        f"gym-compose: upstream model endpoints never answered within {self.timeout:.0f} s "
-                        f"(model_endpoint_readiness_timeout_seconds): {', '.join(self.pending)}",
-                        file=sys.stderr, flush=True,
-                    )
-                    os._exit(1)
-                await asyncio.sleep(0.5)
+                    base_url = None
+                    first_try = False
+                    if not self.pending:
+                        break
+                    if time.monotonic() > deadline:
+                        _give_up(
+                            f"upstream model endpoints never answered within {self.timeout:.0f} s "
+                            f"(model_endpoint_readiness_timeout_seconds): {', '.join(self.pending)}"
+                        )
+                        return
+                    await asyncio.sleep(0.5)
+        except Exception as error:  # noqa: BLE001 - a probe that cannot run must not leave the server unready forever
+            where = f"upstream model endpoint {base_url}" if base_url else "upstream model endpoints " + ", ".join(self.pending)
+            _give_up(f"probing {where} failed: {type(error).__name__}: {error}")
+            return
         self.ready = True
+
+
+def _give_up(message: str) -> None:
+    """Readiness can never be reached: say why and exit 1, so compose reports the service unhealthy."""
+    print(f"gym-compose: {message}", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 async def _resolves(url: str) -> bool:
@@ -131,19 +145,32 @@ class PeersReadiness:
 
         from gym_compose.server.web import READY_PATH
 
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            async def is_ready(url: str) -> bool:
-                try:
-                    return (await client.get(url + READY_PATH)).status_code == 200
-                except (httpx.TransportError, OSError):
-                    return False
+        class ProbeFailed(Exception):
+            pass
 
-            while self.pending:
-                names = list(self.pending)
-                answers = await asyncio.gather(*(is_ready(self.pending[name]) for name in names))
-                for name, ready in zip(names, answers):
-                    if ready:
-                        del self.pending[name]
-                if self.pending:
-                    await asyncio.sleep(0.2)
+        try:
+            async with httpx.AsyncClient(timeout=2.0) as client:
+                async def is_ready(name: str, url: str) -> bool:
+                    try:
+                        return (await client.get(url + READY_PATH)).status_code == 200
+                    except (httpx.TransportError, OSError):
+                        return False
+                    except Exception as error:  # noqa: BLE001 - e.g. an invalid URL: it never gets ready
+                        raise ProbeFailed(f"probing server {name} at {url} failed: "
+                                          f"{type(error).__name__}: {error}") from error
+
+                while self.pending:
+                    names = list(self.pending)
+                    answers = await asyncio.gather(*(is_ready(name, self.pending[name]) for name in names))
+                    for name, ready in zip(names, answers):
+                        if ready:
+                            del self.pending[name]
+                    if self.pending:
+                        await asyncio.sleep(0.2)
+        except ProbeFailed as error:
+            _give_up(str(error))
+            return
+        except Exception as error:  # noqa: BLE001 - the head must not stay unready forever without a word
+            _give_up(f"probing servers {', '.join(sorted(self.pending))} failed: {type(error).__name__}: {error}")
+            return
         self.ready = True

@@ -122,3 +122,58 @@ def test_readiness_resolves_upstream_hosts_off_the_event_loop(monkeypatch):
     ticks, readiness = asyncio.run(probe_while_ticking())
     assert readiness.ready and not readiness.pending
     assert ticks >= 10  # the loop kept running during the 0.5 s lookup
+
+
+class _Exited(Exception):
+    pass
+
+
+def _record_exit(monkeypatch) -> list[int]:
+    from gym_compose.server import readiness
+
+    codes: list[int] = []
+
+    def fake_exit(code: int) -> None:
+        codes.append(code)
+        raise _Exited
+
+    monkeypatch.setattr(readiness.os, "_exit", fake_exit)
+    return codes
+
+
+@pytest.mark.parametrize("url", ["http://[bad/v1", "http://127.0.0.1:99999999/v1"])
+def test_readiness_probe_that_cannot_run_logs_the_endpoint_and_exits_1(monkeypatch, capsys, url):
+    import asyncio
+
+    from gym_compose.server.readiness import Readiness
+
+    codes = _record_exit(monkeypatch)
+    readiness = Readiness({"openai_base_url": url}, {})
+
+    async def probe() -> None:
+        await asyncio.wait_for(readiness._probe_all(), 10)
+
+    with pytest.raises(_Exited):
+        asyncio.run(probe())
+    assert codes == [1] and not readiness.ready
+    error = capsys.readouterr().err
+    assert url in error and "failed" in error
+
+
+def test_head_readiness_probe_that_cannot_run_names_the_server_and_exits_1(monkeypatch, capsys):
+    import asyncio
+
+    from gym_compose.server.readiness import PeersReadiness
+
+    codes = _record_exit(monkeypatch)
+    readiness = PeersReadiness({"head_server": {"host": "h", "port": 1},
+                                "model": {"responses_api_models": {"mock_model": {"host": "127.0.0.1", "port": 99999999}}}})
+
+    async def poll() -> None:
+        await asyncio.wait_for(readiness._poll(), 10)
+
+    with pytest.raises(_Exited):
+        asyncio.run(poll())
+    assert codes == [1] and not readiness.ready
+    error = capsys.readouterr().err
+    assert "server model at http://127.0.0.1:99999999" in error
