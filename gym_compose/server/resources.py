@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import orjson
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.protocol import Response, ResponseCreateParams
 from gym_compose.server.sessions import SESSION_ID_KEY
-from gym_compose.server.web import JSONResponse
+from gym_compose.server.web import JSONResponse, read_json_object
 
 
 class BaseResourcesServerConfig(BaseServerConfig):
@@ -102,7 +101,7 @@ class SimpleResourcesServer(BaseServer):
 
     async def _close_session_endpoint(self, request: Request) -> Any:
         raw = await request.body()
-        body = orjson.loads(raw) if raw.strip() else {}
+        body = await read_json_object(request) if raw.strip() else {}  # not JSON: 422, not 500
         await self.close_session(request.session.get(SESSION_ID_KEY))
         try:
             typed = ResourcesCloseSessionRequest.model_validate(body)

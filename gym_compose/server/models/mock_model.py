@@ -108,27 +108,58 @@ class TurnPlan:
         self.calls, self.text = calls or [], text
 
 
+class MockRequestError(ValueError):
+    """A row's mock instructions (`gym_mock_script`, `gym_mock_mode`) that cannot be followed; a 422."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+def _script_step(step: Any, turn: int) -> TurnPlan:
+    where = f"metadata.gym_mock_script turn {turn}"
+    if not isinstance(step, dict):
+        raise MockRequestError("gym_mock_script", f"{where} must be an object, not {type(step).__name__}")
+    if "text" in step:
+        return TurnPlan(text=str(step["text"]))
+    calls = step.get("tool_calls") or [step]
+    if not isinstance(calls, list):
+        raise MockRequestError("gym_mock_script", f"{where}: tool_calls must be a list")
+    planned = []
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("tool"), str) or not call["tool"]:
+            raise MockRequestError(
+                "gym_mock_script", f'{where} needs "text", "tool" (a name) or "tool_calls" (a list of {{"tool": ...}})'
+            )
+        arguments = call.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise MockRequestError("gym_mock_script", f"{where}: arguments of {call['tool']!r} must be an object")
+        planned.append((call["tool"], dict(arguments)))
+    return TurnPlan(calls=planned)
+
+
 def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata: dict[str, Any],
               task: dict[str, Any], mode: str) -> TurnPlan:
-    script_text = (metadata or {}).get("gym_mock_script")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    script_text = metadata.get("gym_mock_script")
     if script_text:
-        script = orjson.loads(script_text) if isinstance(script_text, str) else script_text
+        try:
+            script = orjson.loads(script_text) if isinstance(script_text, str) else script_text
+        except orjson.JSONDecodeError as error:
+            raise MockRequestError("gym_mock_script", f"metadata.gym_mock_script is not valid JSON: {error}") from None
         if not isinstance(script, list):
-            raise ValueError("metadata.gym_mock_script must be a JSON list of turns")
+            raise MockRequestError("gym_mock_script", "metadata.gym_mock_script must be a JSON list of turns")
         if turn < len(script):
-            step = script[turn]
-            if "text" in step:
-                return TurnPlan(text=str(step["text"]))
-            calls = step.get("tool_calls") or [step]
-            return TurnPlan(calls=[(str(c["tool"]), dict(c.get("arguments") or {})) for c in calls])
+            return _script_step(script[turn], turn)
     elif turn == 0 and tool_choice != "none":
         functions = _function_tools(tools)
         if functions:
             first = functions[0]
             return TurnPlan(calls=[(first["name"], arguments_from_schema(first.get("parameters") or {}, task))])
-    mode = str((metadata or {}).get("gym_mock_mode") or mode)
+    row_mode = metadata.get("gym_mock_mode")
+    mode = str(row_mode or mode)
     if mode not in MODES:
-        raise ValueError(f"mock_model mode must be one of {', '.join(MODES)}, not {mode!r}")
+        raise MockRequestError("gym_mock_mode", f"mock_model mode must be one of {', '.join(MODES)}, not {mode!r}")
     expected = expected_answer(task)
     if expected is None or mode == "plain":
         return TurnPlan(text=PLAIN_ANSWER)
@@ -159,6 +190,11 @@ def _digest(value: Any) -> str:
     return hashlib.blake2b(orjson.dumps(value), digest_size=8).hexdigest()
 
 
+def _unprocessable(error: MockRequestError):
+    return json_response({"detail": [{"loc": ["body", "metadata", error.field], "msg": str(error),
+                                      "type": "value_error"}]}, 422)
+
+
 class MockModel(BaseServer):
     config: MockModelConfig
 
@@ -181,8 +217,11 @@ class MockModel(BaseServer):
             items = [{"role": "user", "content": items}]
         task = decode_task_header(request.headers.get(TASK_HEADER))
         turn = count_assistant_turns(items, _is_responses_assistant_item)
-        plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
-                         body.get("metadata") or {}, task, self.config.mode)
+        try:
+            plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
+                             body.get("metadata") or {}, task, self.config.mode)
+        except MockRequestError as error:
+            return _unprocessable(error)
         key = _digest([items, turn])
         if plan.calls:
             output = [
@@ -210,8 +249,11 @@ class MockModel(BaseServer):
         messages = body.get("messages") or []
         task = decode_task_header(request.headers.get(TASK_HEADER))
         turn = sum(1 for message in messages if isinstance(message, dict) and message.get("role") == "assistant")
-        plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
-                         body.get("metadata") or {}, task, self.config.mode)
+        try:
+            plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
+                             body.get("metadata") or {}, task, self.config.mode)
+        except MockRequestError as error:
+            return _unprocessable(error)
         key = _digest([messages, turn])
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if plan.calls:

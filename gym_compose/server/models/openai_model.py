@@ -115,15 +115,34 @@ class OpenAIModel(BaseServer):
                 f"upstream model endpoint answered HTTP {status}: {raw[:2000].decode('utf-8', 'replace')}",
                 502 if status >= 500 or status in (401, 403, 404, 429) else status,
             )
-        return orjson.loads(raw)
+        try:
+            answer = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
+            raise UpstreamError(
+                f"upstream model endpoint answered HTTP {status} with a body that is not JSON ({error}): "
+                f"{raw[:2000].decode('utf-8', 'replace')}"
+            ) from error
+        if not isinstance(answer, dict):
+            raise UpstreamError(f"upstream model endpoint answered HTTP {status} with JSON that is not an object: "
+                                f"{raw[:2000].decode('utf-8', 'replace')}")
+        return answer
 
     async def _responses(self, request: Request) -> Response:
         params = await read_json_object(request)
         try:
             if self.config.api_mode == "responses":
                 return json_response(await self._call("/responses", params, request))
-            completion = await self._call("/chat/completions", responses_to_chat(params, self.config.openai_model), request)
-            return json_response(chat_to_response(completion, params))
+            try:
+                chat = responses_to_chat(params, self.config.openai_model)
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                raise UpstreamError(f"the request cannot be sent to a chat-completions endpoint: {_reason(error)}") from error
+            completion = await self._call("/chat/completions", chat, request)
+            try:
+                return json_response(chat_to_response(completion, params))
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                raise UpstreamError(
+                    f"upstream model endpoint answered a chat completion that cannot be read: {_reason(error)}"
+                ) from error
         except UpstreamError as error:
             return json_response({"error": str(error), "type": "upstream_error"}, error.status)
 
@@ -138,3 +157,7 @@ class OpenAIModel(BaseServer):
         if self._upstream is not None:
             await self._upstream.aclose()
         await super().on_shutdown()
+
+
+def _reason(error: Exception) -> str:
+    return str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"

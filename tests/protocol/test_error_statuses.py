@@ -1,0 +1,88 @@
+"""Bad input and bad upstream answers get 422 / 502 with the reason, never a 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from starlette.testclient import TestClient
+
+from gym_compose.server.context import ServerContext
+from gym_compose.server.models.mock_model import MockModel, MockModelConfig
+from gym_compose.server.models.openai_model import OpenAIModel, OpenAIModelConfig, _Upstream
+from gym_compose.server.resources import BaseResourcesServerConfig, SimpleResourcesServer
+from gym_compose.server.runtime import finish_app
+
+
+def client_for(server, server_type: str, implementation: str) -> TestClient:
+    context = ServerContext(name=server.config.name, server_type=server_type, implementation=implementation,
+                            spec={}, global_config={}, bind_host="127.0.0.1", port=0)
+    return TestClient(finish_app(server.setup_webserver(), context, server), raise_server_exceptions=False)
+
+
+def test_close_session_with_a_body_that_is_not_json_is_a_422():
+    server = SimpleResourcesServer(config=BaseResourcesServerConfig(name="res"))
+    with client_for(server, "resources_servers", "res") as client:
+        assert client.post("/close_session", content=b"{not json").status_code == 422
+        assert client.post("/close_session", content=b"[1, 2]").status_code == 422
+        assert client.post("/close_session", content=b"").status_code == 200
+        assert client.post("/close_session", json={}).status_code == 200
+
+
+def proxy(monkeypatch, api_mode: str, status: int, raw: bytes) -> TestClient:
+    async def post(self, path, body, headers):
+        return status, raw
+
+    monkeypatch.setattr(_Upstream, "post", post)
+    server = OpenAIModel(config=OpenAIModelConfig(name="policy_model", openai_base_url="http://upstream:8000/v1",
+                                                  api_mode=api_mode))
+    return client_for(server, "responses_api_models", "openai_model")
+
+
+@pytest.mark.parametrize("api_mode", ["responses", "chat_completions"])
+@pytest.mark.parametrize("raw", [b"<html>gateway says hi</html>", b"[1, 2]"])
+def test_an_upstream_200_that_is_not_a_json_object_is_a_502(monkeypatch, api_mode, raw):
+    with proxy(monkeypatch, api_mode, 200, raw) as client:
+        answer = client.post("/v1/responses", json={"input": "hi"})
+        assert answer.status_code == 502, answer.text
+        assert answer.json()["type"] == "upstream_error" and "HTTP 200" in answer.json()["error"]
+        chat = client.post("/v1/chat/completions", json={"messages": []})
+        assert chat.status_code == 502, chat.text
+
+
+@pytest.mark.parametrize("completion", [{"choices": []}, {"choices": ["not an object"]}, {"id": "x"}])
+def test_a_chat_completion_without_a_usable_choice_is_a_502(monkeypatch, completion):
+    with proxy(monkeypatch, "chat_completions", 200, json.dumps(completion).encode()) as client:
+        answer = client.post("/v1/responses", json={"input": "hi"})
+    assert answer.status_code == 502, answer.text
+    assert answer.json()["type"] == "upstream_error" and "cannot be read" in answer.json()["error"]
+
+
+def test_input_a_chat_endpoint_cannot_take_is_a_502_naming_the_item(monkeypatch):
+    with proxy(monkeypatch, "chat_completions", 200, b'{"choices": [{"message": {"content": "ok"}}]}') as client:
+        answer = client.post("/v1/responses", json={"input": [{"type": "web_search_call", "id": "w"}]})
+        assert answer.status_code == 502, answer.text
+        assert "web_search_call" in answer.json()["error"]
+        ok = client.post("/v1/responses", json={"input": "hi"})
+        assert ok.status_code == 200 and ok.json()["output"][0]["content"][0]["text"] == "ok"
+
+
+@pytest.mark.parametrize("metadata, field", [
+    ({"gym_mock_script": "[{not json"}, "gym_mock_script"),
+    ({"gym_mock_script": '{"text": "a"}'}, "gym_mock_script"),
+    ({"gym_mock_script": '["just a string"]'}, "gym_mock_script"),
+    ({"gym_mock_script": '[{"arguments": {}}]'}, "gym_mock_script"),
+    ({"gym_mock_script": '[{"tool": "f", "arguments": [1]}]'}, "gym_mock_script"),
+    ({"gym_mock_script": '[{"tool_calls": "f"}]'}, "gym_mock_script"),
+    ({"gym_mock_mode": "genius"}, "gym_mock_mode"),
+])
+def test_mock_model_refuses_malformed_mock_instructions_with_a_422(metadata, field):
+    server = MockModel(config=MockModelConfig(name="policy_model"))
+    with client_for(server, "responses_api_models", "mock_model") as client:
+        for path, body in (("/v1/responses", {"input": "hi"}), ("/v1/chat/completions", {"messages": []})):
+            answer = client.post(path, json={**body, "metadata": metadata})
+            assert answer.status_code == 422, (path, answer.text)
+            assert answer.json()["detail"][0]["loc"] == ["body", "metadata", field]
+        good = client.post("/v1/responses", json={"input": "hi", "metadata": {
+            "gym_mock_script": '[{"tool": "f", "arguments": {"a": 1}}]'}})
+        assert good.status_code == 200 and good.json()["output"][0]["name"] == "f"
