@@ -7,6 +7,8 @@ an `input` are refused, as NeMo Gym does.
 
 from __future__ import annotations
 
+import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,16 +53,44 @@ def apply_prompt(prompt: PromptConfig, row: dict[str, Any], where: str) -> dict[
             f"{where}: the row already has responses_create_params.input, and --prompt-config would replace it",
             hint="use --prompt-config only with raw rows that carry no input",
         )
-    try:
-        messages = []
-        if prompt.system is not None:
-            messages.append({"role": "system", "content": prompt.system.format_map(row)})
-        messages.append({"role": "user", "content": prompt.user.format_map(row)})
-    except KeyError as error:
-        raise UserError(
-            f"{where}: the prompt template uses field {error} but the row has only {sorted(row)}"
-        ) from None
-    except (ValueError, IndexError) as error:
-        raise UserError(f"prompt template cannot be filled: {error}", hint="double literal braces: {{ and }}") from None
+    messages = []
+    if prompt.system is not None:
+        messages.append({"role": "system", "content": _fill(prompt.system, "system", row, where)})
+    messages.append({"role": "user", "content": _fill(prompt.user, "user", row, where)})
     params["input"] = messages
     return {**row, "responses_create_params": params}
+
+
+def _fill(template: str, name: str, row: dict[str, Any], where: str) -> str:
+    """str.format_map, with every way it can fail turned into a UserError naming the template and the row."""
+    try:
+        return template.format_map(row)
+    except KeyError as error:
+        missing = error.args[0] if error.args else None
+        if missing in _top_level_fields(template) and missing not in row:
+            raise UserError(
+                f"{where}: the {name} prompt template uses field {missing!r} but the row has only {sorted(row)}"
+            ) from None
+        raise UserError(
+            f"{where}: the {name} prompt template {template!r} looks up key {error} that the row's value lacks"
+        ) from None
+    except (ValueError, IndexError) as error:
+        raise UserError(
+            f"{where}: the {name} prompt template {template!r} cannot be filled: {error}",
+            hint="double literal braces: {{ and }}",
+        ) from None
+    except (AttributeError, TypeError) as error:
+        raise UserError(
+            f"{where}: the {name} prompt template {template!r} cannot be filled from this row: {error}",
+            hint="a template field is a top-level row field; {field[key]} and {field.attribute} work only "
+                 "where the row's value has that key or attribute",
+        ) from None
+
+
+def _top_level_fields(template: str) -> set[str]:
+    """The row fields a template names: `question` for {question}, {question.text} and {question[0]}."""
+    try:
+        return {re.split(r"[.\[]", field, maxsplit=1)[0]
+                for _, field, _, _ in string.Formatter().parse(template) if field}
+    except ValueError:
+        return set()

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gym_compose.collect.jsonl import read_input_lines
 from gym_compose.collect.options import CollectOptions
@@ -122,3 +123,18 @@ def test_prompt_config_builds_the_input_from_row_fields(tmp_path):
 def test_row_without_responses_create_params_is_refused(tmp_path):
     with pytest.raises(UserError, match="line 1: the row has no `responses_create_params`"):
         materialize(tmp_path, [{"agent_ref": {"name": "alpha"}}])
+
+
+@pytest.mark.parametrize("template, expected", [
+    ("Solve {question.text}", r"line 1: the user prompt template 'Solve \{question.text\}' cannot be filled from this row: .*text"),
+    ("Solve {count[0]}", r"line 1: the user prompt template 'Solve \{count\[0\]\}' cannot be filled from this row: .*int"),
+    ("Solve {meta[topic]}", r"line 1: the user prompt template 'Solve \{meta\[topic\]\}' looks up key 'topic'"),
+    ("Solve {question", r"line 1: the user prompt template 'Solve \{question' cannot be filled"),
+])
+def test_a_prompt_template_that_does_not_fit_the_row_names_the_template_and_the_row(tmp_path, template, expected):
+    prompt_path = tmp_path / "prompt.yaml"
+    prompt_path.write_text(yaml.safe_dump({"user": template}))
+    prompt = load_prompt_config(prompt_path)
+    raw = {"question": "2+2", "count": 3, "meta": {}, "agent_ref": {"name": "alpha"}, "responses_create_params": {}}
+    with pytest.raises(UserError, match=expected):
+        materialize(tmp_path, [raw], prompt=prompt)
