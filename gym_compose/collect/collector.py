@@ -27,7 +27,7 @@ from gym_compose.collect.progress import ProgressTracker
 from gym_compose.collect.prompt import load_prompt_config
 from gym_compose.collect.resume import PriorRuns, load_prior_runs
 from gym_compose.collect.routing import RoutingTable, routing_table_from_config
-from gym_compose.collect.rows import ATTEMPT_INDEX, materialize_rows, rollout_key
+from gym_compose.collect.rows import ATTEMPT_INDEX, materialize_rows, rollout_key, sortable_rollout_key
 from gym_compose.errors import UserError
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -81,7 +81,7 @@ def collect(config: dict[str, Any], options: CollectOptions, progress: ProgressC
     if not options.disable_aggregation:
         metrics = aggregate_metrics(list(iter_output_rows(paths.rollouts)), rows, repeated=options.num_repeats > 1)
         write_atomically(paths.aggregate_metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
-    results.sort(key=rollout_key)
+    results.sort(key=sortable_rollout_key)
     return CollectResult(total=len(rows), succeeded=tracker.done, failed=len(rows) - tracker.done,
                          skipped=len(rows) - len(pending), output_dir=options.output_dir,
                          elapsed_s=time.monotonic() - started, results=results, aggregate_metrics=metrics)

@@ -14,7 +14,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, rollout_key
+from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, rollout_key, sortable, sortable_rollout_key
 
 STATS = ("mean", "max", "min", "median", "std")
 ANSWER_KEY = "extracted_answer"
@@ -95,8 +95,10 @@ def rollout_info(result: dict[str, Any]) -> dict[str, Any]:
 
 def pass_at_k_metrics(tasks: list[list[dict[str, Any]]]) -> dict[str, float]:
     """pass@k (combinatorial for 0/1 rewards, max of the first k otherwise), pass@1[avg-of-k], majority@k."""
-    scores = [[r.get("reward") for r in rollouts if isinstance(r.get("reward"), (int, float))] for rollouts in tasks]
-    answers = [[r.get(ANSWER_KEY) for r in rollouts] for rollouts in tasks]
+    # rollouts without a numeric reward are left out; each answer stays paired with its own reward
+    scored = [[(r.get(ANSWER_KEY), r["reward"]) for r in rollouts if _is_number(r.get("reward"))] for rollouts in tasks]
+    scores = [[reward for _, reward in task] for task in scored]
+    answers = [[answer for answer, _ in task] for task in scored]
     with_answers = any(a is not None for task in answers for a in task)
     max_k = max((len(s) for s in scores), default=0)
     metrics: dict[str, float] = {}
@@ -111,6 +113,10 @@ def pass_at_k_metrics(tasks: list[list[dict[str, Any]]]) -> dict[str, float]:
             votes = [_majority_score(task_answers[:k], values[:k]) for task_answers, values in zip(answers, scores)]
             metrics[f"majority@{k}/accuracy"] = 100.0 * statistics.fmean(votes)
     return metrics
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float))  # bools too, as 0/1
 
 
 def _pass_at_k(values: list[float], k: int) -> float:
@@ -139,24 +145,25 @@ def aggregate_metrics(
     for row in materialized_rows or results:
         expected[(agent_of(row), row[TASK_INDEX])] += 1
     by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for result in sorted(results, key=rollout_key):
+    for result in sorted(results, key=sortable_rollout_key):
         by_agent[agent_of(result)].append(result)
     entries = []
-    for agent in sorted(by_agent, key=lambda name: min(rollout_key(r) for r in by_agent[name])):
+    for agent in sorted(by_agent, key=lambda name: min(sortable_rollout_key(r) for r in by_agent[name])):
         agent_results = by_agent[agent]
         agent_metrics = describe([numeric_fields(r) for r in agent_results])
         by_task: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         for result in agent_results:
             by_task[result[TASK_INDEX]].append(result)
         if repeated:
-            agent_metrics.update(pass_at_k_metrics([by_task[task] for task in sorted(by_task)]))
+            agent_metrics.update(pass_at_k_metrics([by_task[task] for task in sorted(by_task, key=sortable)]))
         entries.append(
             {
                 "agent_ref": {"name": agent},
                 "agent_metrics": agent_metrics,
                 "key_metrics": {k: v for k, v in agent_metrics.items() if k.startswith("mean/")},
                 "group_level_metrics": [
-                    _group_metrics(agent, task, by_task[task], expected[(agent, task)]) for task in sorted(by_task)
+                    _group_metrics(agent, task, by_task[task], expected[(agent, task)])
+                    for task in sorted(by_task, key=sortable)
                 ],
             }
         )
@@ -172,5 +179,5 @@ def _group_metrics(agent: str, task: Any, results: list[dict[str, Any]], expecte
     group["expected_num_rollouts"] = expected
     group["missing_num_rollouts"] = expected - len(results)
     group["reward_profile_completion_pct"] = 100.0 * len(results) / expected
-    group["rollout_infos"] = [rollout_info(r) for r in sorted(results, key=lambda r: r[ROLLOUT_INDEX])]
+    group["rollout_infos"] = [rollout_info(r) for r in sorted(results, key=lambda r: sortable(r[ROLLOUT_INDEX]))]
     return group

@@ -27,6 +27,23 @@ def rollout_key(row: dict[str, Any]) -> tuple[Any, Any]:
     return row[TASK_INDEX], row[ROLLOUT_INDEX]
 
 
+def sortable(value: Any) -> tuple[int, Any, str]:
+    """A sort key for index values of any JSON type: numbers in order, then strings, then the rest.
+
+    Rows may bring their own `_ng_task_index`; a mix of ints and strings must not stop a sort.
+    """
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and value != value):
+        return (0, value, "")
+    if isinstance(value, str):
+        return (1, 0, value)
+    return (2, 0, repr(value))
+
+
+def sortable_rollout_key(row: dict[str, Any]) -> tuple[tuple[int, Any, str], tuple[int, Any, str]]:
+    """rollout_key, orderable whatever the types of the indices."""
+    return sortable(row[TASK_INDEX]), sortable(row[ROLLOUT_INDEX])
+
+
 def materialize_rows(
     input_rows: list[tuple[int, str, dict[str, Any]]],
     input_path: Path,

@@ -63,3 +63,33 @@ def test_per_agent_entries_missing_rollouts_and_repeat_metrics_only_when_repeate
     repeated = aggregate_metrics(results, rows, repeated=True)
     assert repeated[0]["agent_metrics"]["pass@2/accuracy"] == pytest.approx(100.0)
     assert repeated[0]["key_metrics"] == {k: v for k, v in repeated[0]["agent_metrics"].items() if k.startswith("mean/")}
+
+
+def test_majority_at_k_pairs_each_answer_with_its_own_reward_when_some_rewards_are_not_numbers():
+    task = [result(0, 0, None, extracted_answer="9"), result(0, 1, 1.0, extracted_answer="4"),
+            result(0, 2, 0.0, extracted_answer="5"), result(0, 3, 0.0, extracted_answer="5")]
+    metrics = pass_at_k_metrics([task])
+    # the scored rollouts answer 4 (right), 5, 5 (wrong): the majority is wrong
+    assert metrics["majority@3/accuracy"] == pytest.approx(0.0)
+    assert metrics["majority@1/accuracy"] == pytest.approx(100.0)
+    assert metrics["pass@3/accuracy"] == pytest.approx(100.0)
+
+
+def test_mixed_type_task_indices_still_give_metrics():
+    results = [result("b", 0, 1.0), result(1, 0, 0.0), result("a", 1, 1.0), result("a", 0, 0.0), result(0, 0, 1.0),
+               result(None, 0, 1.0, agent="z")]
+    metrics = aggregate_metrics(results, repeated=True)
+    assert [entry["agent_ref"]["name"] for entry in metrics] == ["a", "z"]
+    groups = metrics[0]["group_level_metrics"]
+    assert [group["_ng_task_index"] for group in groups] == [0, 1, "a", "b"]
+    assert [info["_ng_rollout_index"] for info in groups[2]["rollout_infos"]] == [0, 1]
+    assert metrics[0]["agent_metrics"]["pass@1/accuracy"] == pytest.approx(62.5)
+    json.dumps(metrics)
+
+
+def test_rollouts_sort_whatever_the_index_types():
+    from gym_compose.collect.rows import sortable_rollout_key
+
+    rows = [result("x", 1, 0), result(2, 0, 0), result(1.5, 0, 0), result("x", 0, 0), result(None, 0, 0)]
+    assert [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in sorted(rows, key=sortable_rollout_key)] == [
+        (1.5, 0), (2, 0), ("x", 0), ("x", 1), (None, 0)]
