@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Optional
 
@@ -14,7 +13,9 @@ from gym_compose.server.base import BaseServer
 from gym_compose.server.context import ServerConfigError, ServerContext, load_context
 from gym_compose.server.peers import PeerClient
 from gym_compose.server.readiness import PeersReadiness, Readiness
-from gym_compose.server.web import READY_PATH, BadRequestBody, ErrorBoundary, dumps, json_response, serve
+from gym_compose.server.web import (
+    READY_PATH, BadRequestBody, ErrorBoundary, bad_request_body, dumps, json_response, serve, server_error_body,
+)
 
 LOG = logging.getLogger("gym_compose.server")
 
@@ -51,14 +52,19 @@ def build_server(cls: type[BaseServer], context: ServerContext) -> BaseServer:
     return cls(config=config, server_client=PeerClient(context.global_config))
 
 
-async def _json_error(request: Request, error: Exception):
-    return json_response(
-        {"error": str(error) or type(error).__name__, "type": type(error).__name__, "path": request.url.path}, 500
-    )
+def _add_error_handlers(app, server_name: str) -> None:
+    """A FastAPI app answers errors itself (Starlette's ServerErrorMiddleware would send plain text
+    before the ErrorBoundary sees them): give it the ErrorBoundary's bodies, so every server has
+    one 500 shape and one 422 shape."""
 
+    async def bad_body(request: Request, error: BadRequestBody):
+        return json_response(bad_request_body(error), 422)
 
-async def _bad_body(request: Request, error: BadRequestBody):
-    return json_response({"detail": [{"loc": ["body"], "msg": str(error), "type": "json_invalid"}]}, 422)
+    async def server_error(request: Request, error: Exception):
+        return json_response(server_error_body(error, server_name, request.url.path), 500)
+
+    app.add_exception_handler(BadRequestBody, bad_body)
+    app.add_exception_handler(Exception, server_error)
 
 
 async def _root(request: Request):
@@ -76,7 +82,6 @@ class ServerApp:
         else:
             self.readiness = Readiness(context.spec, context.global_config)
         self.inner = ErrorBoundary(inner, context.name)
-        self._not_ready_body = b""
 
     async def _startup(self) -> None:
         self.readiness.start()
@@ -117,8 +122,7 @@ def finish_app(app, context: ServerContext, server: Optional[BaseServer] = None)
         )
         if not has_root:
             router.add_route("/", _root, methods=["GET"], include_in_schema=False)
-        app.add_exception_handler(BadRequestBody, _bad_body)
-        app.add_exception_handler(Exception, _json_error)
+        _add_error_handlers(app, context.name)
     return ServerApp(app, context, server)
 
 

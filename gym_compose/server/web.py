@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Optional
 
 import orjson
 from pydantic import ValidationError
@@ -56,6 +56,17 @@ class BadRequestBody(Exception):
     """A request body that is not JSON or not an object; becomes a 422."""
 
 
+def bad_request_body(error: Exception) -> dict[str, Any]:
+    """The 422 body of a BadRequestBody, in FastAPI's shape."""
+    return {"detail": [{"loc": ["body"], "msg": str(error), "type": "json_invalid"}]}
+
+
+def server_error_body(error: Exception, server_name: str, path: Optional[str]) -> dict[str, Any]:
+    """The one 500 body every server answers for an uncaught error."""
+    return {"error": str(error) or type(error).__name__, "type": type(error).__name__,
+            "server": server_name, "path": path}
+
+
 async def read_json_object(request: Request) -> dict[str, Any]:
     raw = await request.body()
     try:
@@ -92,7 +103,7 @@ class ErrorBoundary:
             await self.app(scope, receive, tracking_send)
         except BadRequestBody as error:
             if not started:
-                await _send_json(send, 422, {"detail": [{"loc": ["body"], "msg": str(error), "type": "json_invalid"}]})
+                await _send_json(send, 422, bad_request_body(error))
         except ValidationError as error:
             if not started:
                 await _send_json(send, 422, validation_error_body(error))
@@ -102,10 +113,7 @@ class ErrorBoundary:
                 "uncaught error in %s %s %s (session %s)", self.server_name, scope.get("method"), scope.get("path"), session
             )
             if not started:
-                await _send_json(
-                    send, 500, {"error": str(error) or type(error).__name__, "type": type(error).__name__,
-                                "server": self.server_name, "path": scope.get("path")},
-                )
+                await _send_json(send, 500, server_error_body(error, self.server_name, scope.get("path")))
 
 
 async def _send_json(send, status: int, body: dict[str, Any]) -> None:
@@ -115,10 +123,7 @@ async def _send_json(send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-def serve(app, host: str, port: int, log_level: str = "warning", on_started: Optional[Callable] = None) -> None:
+def serve(app, host: str, port: int, log_level: str = "warning") -> None:
     """Run an ASGI app with uvicorn on uvloop + httptools, no access log."""
     import uvicorn
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from gym_compose.server.context import ServerContext
@@ -86,3 +87,40 @@ def test_mock_model_refuses_malformed_mock_instructions_with_a_422(metadata, fie
         good = client.post("/v1/responses", json={"input": "hi", "metadata": {
             "gym_mock_script": '[{"tool": "f", "arguments": {"a": 1}}]'}})
         assert good.status_code == 200 and good.json()["output"][0]["name"] == "f"
+
+
+def test_every_server_answers_an_uncaught_error_with_one_500_shape():
+    from fastapi import FastAPI
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from gym_compose.server.base import BaseServer, BaseServerConfig
+    from gym_compose.server.web import BadRequestBody
+
+    async def explode(request: Request):
+        raise RuntimeError("tool blew up")
+
+    async def bad_body(request: Request):
+        raise BadRequestBody("request body is not valid JSON")
+
+    class FastAPIServer(BaseServer):
+        def setup_webserver(self):
+            app = FastAPI()
+            app.post("/explode")(explode)
+            app.post("/bad")(bad_body)
+            return app
+
+    class StarletteServer(BaseServer):
+        def setup_webserver(self):
+            return Starlette(routes=[Route("/explode", explode, methods=["POST"]), Route("/bad", bad_body, methods=["POST"])])
+
+    answers = {}
+    for cls in (FastAPIServer, StarletteServer):
+        with client_for(cls(config=BaseServerConfig(name="tools")), "resources_servers", "tools") as client:
+            answers[cls.__name__] = client.post("/explode", json={}), client.post("/bad", json={})
+    for exploded, bad in answers.values():
+        assert exploded.status_code == 500
+        assert exploded.json() == {"error": "tool blew up", "type": "RuntimeError", "server": "tools", "path": "/explode"}
+        assert bad.status_code == 422
+        assert bad.json() == {"detail": [{"loc": ["body"], "msg": "request body is not valid JSON", "type": "json_invalid"}]}
+
