@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 import yaml
 
@@ -52,6 +52,7 @@ class LocalStack:
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     log_dir: Optional[Path] = None
+    log_files: dict[str, IO[bytes]] = field(default_factory=dict)  # instance -> its open log, closed by stop()
 
     def port(self, name: str) -> int:
         if name == HEAD_INSTANCE:
@@ -71,9 +72,9 @@ class LocalStack:
             env.pop("GYM_COMPOSE_SERVER_DIR", None)
             if name in self.server_dirs:
                 env["GYM_COMPOSE_SERVER_DIR"] = str(self.server_dirs[name])
-            output = subprocess.DEVNULL
+            output: int | IO[bytes] = subprocess.DEVNULL
             if self.log_dir is not None:
-                output = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+                output = self.log_files[name] = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - stop() closes it
             self.processes[name] = subprocess.Popen(
                 [sys.executable, "-m", "gym_compose.server"], env=env, stdout=output, stderr=subprocess.STDOUT,
             )
@@ -104,16 +105,21 @@ class LocalStack:
         return f"\n--- {name} log ---\n" + (path.read_text(errors="replace")[-3000:] if path.exists() else "")
 
     def stop(self, grace: float = 5.0) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-        deadline = time.monotonic() + grace
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        try:
+            for process in self.processes.values():
+                if process.poll() is None:
+                    process.terminate()
+            deadline = time.monotonic() + grace
+            for process in self.processes.values():
+                try:
+                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=5)
+        finally:
+            for log in self.log_files.values():
+                log.close()
+            self.log_files.clear()
 
     def __enter__(self) -> "LocalStack":
         return self.start()
