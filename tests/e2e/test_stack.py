@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -121,39 +122,52 @@ def test_rendered_project_runs_with_plain_docker_compose(project, tmp_path):
     assert len(labelled("container", project)) == 5
 
 
-def _start_attached(project: str, cwd: Path) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [*CLI, "up", "-p", project, "--head-port", str(free_port()), "--resources-server", "example_single_tool_call"],
-        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and process.poll() is None:
-        states = subprocess.run(["docker", "compose", "-p", project, "ps", "--format", "{{.Health}}"],
-                                capture_output=True, text=True, timeout=30).stdout.split()
-        if len(states) == 5 and set(states) == {"healthy"}:
-            return process
-        time.sleep(0.5)
-    process.kill()
-    raise AssertionError(f"attached stack never became healthy:\n{process.communicate()[1]}")
+class AttachedUp:
+    """`gym-compose up` (attached) in the background, its stderr collected line by line."""
+
+    def __init__(self, project: str, cwd: Path):
+        self.process = subprocess.Popen(
+            [*CLI, "up", "-p", project, "--head-port", str(free_port()), "--resources-server", "example_single_tool_call"],
+            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stderr), daemon=True)
+        self.reader.start()
+
+    def wait_attached(self, timeout: float = 240) -> None:
+        """Until up has seen every service healthy and printed its table (it is then attached)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            if any("services healthy" in line for line in self.lines):
+                time.sleep(1)  # past the table print: now in the attached loop
+                return
+            time.sleep(0.2)
+        self.process.kill()
+        raise AssertionError("up never reported the stack healthy:\n" + "".join(self.lines))
+
+    def finish(self, timeout: float = 120) -> tuple[int, str]:
+        code = self.process.wait(timeout=timeout)
+        self.reader.join(timeout=10)
+        return code, "".join(self.lines)
 
 
 def test_attached_up_stops_everything_on_ctrl_c(project, tmp_path):
     import signal
 
-    process = _start_attached(project, tmp_path)
-    time.sleep(3)  # past start-up: a Ctrl-C during start-up removes the stack and exits 130
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
-    assert process.returncode == 0, err
+    up = AttachedUp(project, tmp_path)
+    up.wait_attached()
+    up.process.send_signal(signal.SIGINT)
+    code, err = up.finish()
+    assert code == 0, err
     assert "stopping" in err and "gym-compose finished" in err
     assert labelled("container", project) == []
 
 
 def test_attached_up_reports_a_container_that_dies(project, tmp_path):
-    process = _start_attached(project, tmp_path)
-    victim = f"{project}-example-single-tool-call-1"
-    subprocess.run(["docker", "kill", victim], capture_output=True, timeout=60)
-    _, err = process.communicate(timeout=120)
-    assert process.returncode == 1
+    up = AttachedUp(project, tmp_path)
+    up.wait_attached()
+    subprocess.run(["docker", "kill", f"{project}-example-single-tool-call-1"], capture_output=True, timeout=60)
+    code, err = up.finish()
+    assert code == 1, err
     assert "service example-single-tool-call stopped" in err
     assert labelled("container", project) == []
