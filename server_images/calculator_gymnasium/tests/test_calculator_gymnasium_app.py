@@ -1,21 +1,14 @@
 """calculator_gymnasium: the app imports under the gym-compose runtime and its pure logic holds."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
-from gym_compose.server import compat
+from gym_compose.server.testing import load_app as load_server_app
 
 HERE = Path(__file__).resolve().parents[1]
 
 
 def load_app():
-    compat.install()
-    sys.path.insert(0, str(HERE))
-    spec = importlib.util.spec_from_file_location("calculator_gymnasium_app", HERE / "app.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_server_app(HERE)
 
 
 def test_server_class_is_a_gymnasium_server():
