@@ -33,6 +33,7 @@ from gym_compose.stack_commands import (
     down_quietly,
     load_and_plan,
     project_dir,
+    project_states,
     refuse_if_running,
     say,
     start_servers,
@@ -167,7 +168,7 @@ def _new_run_dir(results_dir: Path, name: str) -> Path:
 
 
 def _require_running(project: ComposeProject) -> None:
-    states = project.ps()
+    states = project_states(project)
     unhealthy = [s.service for s in states if s.state != "running" or s.health not in ("healthy", "")]
     if not states or unhealthy:
         raise UserError(

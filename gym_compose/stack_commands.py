@@ -72,7 +72,6 @@ def render_options() -> RenderOptions:
 
 def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None
                      ) -> tuple[dict[str, str], ComposeProject]:
-    require_compose()
     images = build_stack_images(stack, progress=say)
     compose_file = write_project(stack, images, out_dir, collector, render_options())
     return images, ComposeProject(stack.project, compose_file)
@@ -93,9 +92,18 @@ def build_command(args: StackArgs) -> dict[str, str]:
     return images
 
 
+def project_states(project: ComposeProject) -> list[ServiceState]:
+    """`compose ps`, explaining a missing Compose v2 instead of showing its raw failure."""
+    try:
+        return project.ps()
+    except UserError:
+        require_compose()
+        raise
+
+
 def refuse_if_running(project_name: str) -> None:
     """Two commands must not drive one project: the second would recreate the first's containers."""
-    if ComposeProject(project_name).ps():
+    if project_states(ComposeProject(project_name)):
         raise UserError(
             f"project {project_name!r} is already running",
             hint=f"stop it with `gym-compose down -p {project_name}`, collect against it with "
