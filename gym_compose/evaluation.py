@@ -8,6 +8,7 @@ run's manifest and prints the key metrics.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -44,6 +45,7 @@ INPUT_FILE = "input.jsonl"
 MANIFEST_FILE = "manifest.json"
 METRICS_FILE = "rollouts_aggregate_metrics.json"
 COLLECTOR_TIMEOUT_SECONDS = 7 * 24 * 3600
+UNPRIVILEGED_UID = 10001  # the base image's `server` user
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,18 @@ def _prepare_run(loaded, collection: CollectionArgs) -> tuple[Path, CollectorRun
     if collection.prompt_config is not None:
         shutil.copyfile(collection.prompt_config, run_dir / "prompt_config.yaml")
         extra += ["--prompt-config", "/results/prompt_config.yaml"]
-    return run_dir, CollectorRun(input_file=input_copy, output_dir=run_dir, args=extra)
+    return run_dir, CollectorRun(input_file=input_copy, output_dir=run_dir, args=extra, user=collector_user(run_dir))
+
+
+def collector_user(run_dir: Path) -> str:
+    """The collector writes as the host user, so the artifacts are theirs; for root, as the
+    image's unprivileged user, given the run folder (a container never runs as root)."""
+    uid, gid = os.getuid(), os.getgid()
+    if uid != 0:
+        return f"{uid}:{gid}"
+    for path in [run_dir, *run_dir.iterdir()]:
+        os.chown(path, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+    return f"{UNPRIVILEGED_UID}:{UNPRIVILEGED_UID}"
 
 
 def _default_run_name(collection: CollectionArgs, datasets) -> str:
@@ -194,7 +207,11 @@ def _run_collector(project: ComposeProject, run_dir: Path) -> int:
         except KeyboardInterrupt:
             say("\ninterrupted: stopping the collector; finished rollouts are saved (rerun with --resume)")
             process.terminate()
-            process.wait(timeout=30)
+            project.remove_one_off(COLLECTOR_SERVICE)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
             raise
         finally:
             display.update(read_progress(run_dir))

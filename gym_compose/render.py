@@ -7,7 +7,6 @@ images; gym-compose is not needed on the host to run it.
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ class CollectorRun:
     input_file: Path
     output_dir: Path
     args: list[str] = field(default_factory=list)
-    user: str = f"{os.getuid()}:{os.getgid()}" if hasattr(os, "getuid") else "10001:10001"
+    user: str = "10001:10001"  # who writes the artifacts; never root (see evaluation.collector_user)
 
 
 def load_template(name: str) -> dict[str, Any]:

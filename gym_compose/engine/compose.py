@@ -132,6 +132,14 @@ class ComposeProject:
     def stop(self, grace_seconds: int) -> None:
         run_docker([*self._base(), "stop", "--timeout", str(grace_seconds)], timeout=grace_seconds + 60)
 
+    def remove_one_off(self, service: str) -> None:
+        """Force-remove the `compose run` containers of a service (the collector), if any."""
+        listing = run_docker(["ps", "-aq", "--filter", f"label=com.docker.compose.project={self.name}",
+                              "--filter", f"label=com.docker.compose.service={service}"],
+                             timeout=30, retries=2, check=False)
+        if listing.ok and listing.stdout.split():
+            run_docker(["rm", "--force", *listing.stdout.split()], timeout=60, check=False)
+
     def down(self) -> None:
         run_docker(
             [*self._base(), "down", "--volumes", "--remove-orphans", "--timeout", "5"], timeout=120, retries=2
