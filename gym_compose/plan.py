@@ -117,6 +117,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 hint="rename one of them",
             )
         taken[name] = instance.name
+        docker_block = instance.spec.get("docker")
         services.append(
             Service(
                 name=name,
@@ -124,15 +125,11 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 instance=instance.name,
                 implementation=instance.implementation,
                 source_dir=_source_dir(instance, roots),
-                docker=_docker_overrides(instance.name, instance.spec.get("docker")),
+                docker=_docker_overrides(instance.name, docker_block),
             )
         )
-
-    next_port = options.head_port + 1
-    for service in services:
-        if options.publish_all or service.docker.pop("publish", False):
-            service.published_port = next_port
-            next_port += 1
+        if options.publish_all or (isinstance(docker_block, dict) and docker_block.get("publish")):
+            services[-1].published_port = options.head_port + sum(1 for s in services if s.published_port) + 1
 
     network_config, secrets = _extract_secrets(copy.deepcopy(data))
     host_config = copy.deepcopy(network_config)
@@ -207,10 +204,7 @@ def _docker_overrides(instance_name: str, block: Any) -> dict[str, Any]:
             hint="put the value in the server's own config block under a key such as `api_key`: it then "
             "travels as a compose secret and the server reads it from its config",
         )
-    overrides = {DOCKER_OVERRIDES[key]: value for key, value in block.items() if key != "publish"}
-    if block.get("publish"):
-        overrides["publish"] = True
-    return overrides
+    return {DOCKER_OVERRIDES[key]: value for key, value in block.items() if key != "publish"}
 
 
 def _instance_spec(config: dict[str, Any], service: Service) -> dict[str, Any]:
