@@ -103,3 +103,38 @@ def test_killed_collector_resumes_with_every_rollout_exactly_once(project, tmp_p
     keys = [(row["_ng_task_index"], row["_ng_rollout_index"]) for row in rollouts]
     assert len(keys) == 800 and len(set(keys)) == 800
     assert labelled("container", project)  # --keep left the servers up for the --no-serve rerun
+
+
+PROXY_CONFIG = """
+mock_upstream:
+  responses_api_models:
+    mock_model:
+      entrypoint: app.py
+      required_api_key: {key}
+policy_model:
+  responses_api_models:
+    openai_model:
+      entrypoint: app.py
+      openai_base_url: http://mock-upstream:8000/v1
+      openai_api_key: {key}
+      openai_model: mock
+      api_mode: chat_completions
+      forward_task_header: true
+"""
+
+
+def test_model_proxy_in_chat_completions_mode_gets_its_key_as_a_secret(project, tmp_path):
+    """openai_model -> an upstream that demands the key: the key reaches both containers as a
+    compose secret (never in compose.yaml), and the Responses <-> Chat Completions path works."""
+    key = "sk-e2e-proxy-key-123"
+    config = tmp_path / "proxy.yaml"
+    config.write_text(PROXY_CONFIG.format(key=key))
+    up = gym_compose("up", "--config", str(config), "--resources-server", "example_single_tool_call",
+                     "--input", str(EXAMPLE_ROWS), "-p", project, "--head-port", str(free_port()), cwd=tmp_path)
+    assert up.returncode == 0, up.stderr[-3000:]
+    run_dir = only_run_dir(tmp_path / "results")
+    rollouts = read_jsonl(run_dir / "rollouts.jsonl")
+    assert len(rollouts) == 5 and all(row["reward"] == 1.0 for row in rollouts)
+    for artifact in ("compose.yaml", "manifest.json", "collector.log"):
+        assert key not in (run_dir / artifact).read_text()
+    assert key not in up.stdout + up.stderr

@@ -124,3 +124,11 @@ def test_every_server_answers_an_uncaught_error_with_one_500_shape():
         assert bad.status_code == 422
         assert bad.json() == {"detail": [{"loc": ["body"], "msg": "request body is not valid JSON", "type": "json_invalid"}]}
 
+
+
+def test_mock_model_with_a_required_key_refuses_calls_without_it():
+    server = MockModel(config=MockModelConfig(name="mock", host="127.0.0.1", port=0, required_api_key="sk-right"))
+    with client_for(server, "responses_api_models", "mock_model") as client:
+        assert client.get("/v1/models").status_code == 401
+        assert client.get("/v1/models", headers={"Authorization": "Bearer sk-wrong"}).status_code == 401
+        assert client.get("/v1/models", headers={"Authorization": "Bearer sk-right"}).status_code == 200

@@ -41,6 +41,9 @@ MODES = ("oracle", "adversary", "plain")
 
 class MockModelConfig(BaseServerConfig):
     mode: str = "oracle"
+    # When set, /v1/* answer 401 unless `Authorization: Bearer <it>`, as a real provider does:
+    # a stack can check that its model key reaches the proxy (the key travels as a secret).
+    required_api_key: str = ""
 
 
 def expected_answer(task: dict[str, Any]) -> Optional[Any]:
@@ -202,10 +205,22 @@ class MockModel(BaseServer):
         if self.config.mode not in MODES:
             raise ValueError(f"mock_model mode must be one of {', '.join(MODES)}, not {self.config.mode!r}")
         return Starlette(routes=[
-            Route("/v1/responses", self._responses, methods=["POST"]),
-            Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
-            Route("/v1/models", self._models, methods=["GET"]),
+            Route("/v1/responses", self._authorized(self._responses), methods=["POST"]),
+            Route("/v1/chat/completions", self._authorized(self._chat_completions), methods=["POST"]),
+            Route("/v1/models", self._authorized(self._models), methods=["GET"]),
         ])
+
+    def _authorized(self, endpoint):
+        if not self.config.required_api_key:
+            return endpoint
+        expected = f"Bearer {self.config.required_api_key}"
+
+        async def checked(request: Request):
+            if request.headers.get("authorization") != expected:
+                return json_response({"error": {"message": "invalid or missing API key", "type": "invalid_api_key"}}, 401)
+            return await endpoint(request)
+
+        return checked
 
     async def _models(self, request: Request):
         return json_response({"object": "list", "data": [{"id": MOCK_MODEL_NAME, "object": "model", "owned_by": "gym-compose"}]})
