@@ -185,7 +185,7 @@ def _require_running(project: ComposeProject) -> None:
     unhealthy = [s.service for s in states if s.state != "running" or s.health not in ("healthy", "")]
     if not states or unhealthy:
         raise UserError(
-            f"--no-serve needs the stack to be up and healthy; "
+            "--no-serve needs the stack to be up and healthy; "
             + (f"not healthy: {', '.join(unhealthy)}" if states else f"project {project.name!r} has no containers"),
             hint="start it with `gym-compose up -d` and the same config arguments",
         )

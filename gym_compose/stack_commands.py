@@ -21,7 +21,6 @@ from gym_compose.engine.build import build_stack_images
 from gym_compose.engine.compose import (
     ComposeProject,
     ServiceState,
-    StackNotHealthy,
     require_compose,
     supports_start_interval,
 )

@@ -1,7 +1,5 @@
 """Host-side collection helpers: run folders and what the manifest records."""
 
-from pathlib import Path
-
 import pytest
 
 from gym_compose.errors import UserError

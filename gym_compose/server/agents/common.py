@@ -10,6 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from gym_compose.server.context import ServerConfigError, instance_block
 from gym_compose.server.protocol import ResponseCreateParams
+from gym_compose.server.web import json_response, validation_error_response
 
 TASK_HEADER = "x-gym-task"
 
@@ -32,6 +33,13 @@ def check_row(row: dict[str, Any]) -> dict[str, Any]:
     except ValidationError as error:
         raise RowError(error, ("body", "responses_create_params")) from None
     return params
+
+
+def row_error_response(error: RowError, location: tuple | None = None):
+    """The 422 for a bad row, in FastAPI's `detail` shape."""
+    if isinstance(error.error, str):
+        return json_response({"detail": [{"loc": list(error.location), "msg": error.error, "type": "missing"}]}, 422)
+    return validation_error_response(error.error, location or error.location)
 
 
 def model_reads_task_header(global_config: Any, model_name: Any) -> bool:

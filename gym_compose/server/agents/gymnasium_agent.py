@@ -13,9 +13,9 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.server.agents.common import (
-    RowError, as_input_list, check_row, global_config_of, model_reads_task_header, task_header, user_message,
+    RowError, as_input_list, check_row, global_config_of, model_reads_task_header, row_error_response, task_header,
+    user_message,
 )
-from gym_compose.server.agents.simple_agent import _row_error_response
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
 from gym_compose.server.web import json_response, read_json_object
@@ -38,7 +38,7 @@ class GymnasiumAgent(BaseServer):
         try:
             check_row(row)
         except RowError as error:
-            return _row_error_response(error)
+            return row_error_response(error)
         return json_response(await self.run(row, dict(request.cookies)))
 
     async def run(self, row: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.server.agents.common import (
-    TASK_HEADER, RowError, as_input_list, check_row, global_config_of, model_reads_task_header, task_header,
+    TASK_HEADER, RowError, as_input_list, check_row, global_config_of, model_reads_task_header, row_error_response,
+    task_header,
 )
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
-from gym_compose.server.web import json_response, read_json_object, validation_error_response
+from gym_compose.server.web import json_response, read_json_object
 
 LOG = logging.getLogger("gym_compose.server.simple_agent")
 
@@ -51,7 +52,7 @@ class SimpleAgent(BaseServer):
         try:
             check_row(row)
         except RowError as error:
-            return _row_error_response(error)
+            return row_error_response(error)
         return json_response(await self.run(row, dict(request.cookies)))
 
     async def _responses_endpoint(self, request: Request):
@@ -59,7 +60,7 @@ class SimpleAgent(BaseServer):
         try:
             check_row({"responses_create_params": params})
         except RowError as error:
-            return _row_error_response(error, ("body",))
+            return row_error_response(error, ("body",))
         forwarded = {}
         if TASK_HEADER in request.headers and self._model_reads_task_header():
             forwarded = {TASK_HEADER: request.headers[TASK_HEADER]}
@@ -135,9 +136,3 @@ class SimpleAgent(BaseServer):
         if answer.status in (404, 405):
             return unknown_tool_output(name, answer.status)
         return answer.body.decode("utf-8", "replace")
-
-
-def _row_error_response(error: RowError, location: tuple | None = None):
-    if isinstance(error.error, str):
-        return json_response({"detail": [{"loc": list(error.location), "msg": error.error, "type": "missing"}]}, 422)
-    return validation_error_response(error.error, location or error.location)

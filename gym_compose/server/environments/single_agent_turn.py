@@ -14,9 +14,8 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.server.agents.common import (
-    RowError, agent_model_reads_task_header, check_row, global_config_of, task_header,
+    RowError, agent_model_reads_task_header, check_row, global_config_of, row_error_response, task_header,
 )
-from gym_compose.server.agents.simple_agent import _row_error_response
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.web import json_response, read_json_object
 
@@ -50,7 +49,7 @@ class SingleAgentTurnEnvironmentServer(BaseServer):
         try:
             check_row(row)
         except RowError as error:
-            return _row_error_response(error)
+            return row_error_response(error)
         return json_response(await self.run(row))
 
     async def run(self, row: dict[str, Any]) -> dict[str, Any]:
