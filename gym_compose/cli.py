@@ -95,11 +95,17 @@ def up(request, stack, collection, detach: DetachOpt = False, keep: KeepOpt = Fa
 
 
 @app.command()
-def down(project: PROJECT_OPTION = DEFAULT_PROJECT) -> None:
+def down(
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+    all_projects: Annotated[bool, typer.Option("--all", help="Every gym-compose project on this engine (found by label).")] = False,
+) -> None:
     """Remove the project's containers, networks and volumes (never the results folder)."""
-    from gym_compose.stack_commands import down_command
+    from gym_compose.stack_commands import down_all_command, down_command
 
-    down_command(project)
+    if all_projects:
+        down_all_command()
+    else:
+        down_command(project)
 
 
 @app.command()

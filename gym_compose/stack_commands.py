@@ -21,6 +21,7 @@ from gym_compose.engine.build import build_stack_images
 from gym_compose.engine.compose import (
     ComposeProject,
     ServiceState,
+    labelled_projects,
     require_compose,
     supports_start_interval,
 )
@@ -195,6 +196,15 @@ def down_command(project_name: str) -> None:
     project.down()
     forget_secrets(project_name)
     say(f"removed project {project_name!r} (containers, networks, volumes); results folders are kept")
+
+
+def down_all_command() -> None:
+    """The reaper: every project that has a container labelled by gym-compose, whatever its name."""
+    names = labelled_projects()
+    if not names:
+        say("no gym-compose project on this engine")
+    for name in names:
+        down_command(name)
 
 
 def ps_command(project_name: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gym_compose.engine.docker_cli import DockerCommandError, indented_tail, run_docker
 from gym_compose.errors import UserError
+from gym_compose.plan import PROJECT_LABEL
 
 LOG_TAIL_LINES = 15
 WAIT_POLL_SECONDS = 0.5
@@ -149,6 +150,13 @@ class ComposeProject:
         """The argv of a one-off `compose run` of a profiled service (the collector)."""
         return ["docker", *self._base(), "--profile", "collect", "run", "--rm", "--no-TTY",
                 "--pull", "never", service, *(extra or [])]
+
+
+def labelled_projects() -> list[str]:
+    """Names of the projects that have at least one container carrying gym-compose's label."""
+    result = run_docker(["ps", "-a", "--filter", f"label={PROJECT_LABEL}",
+                         "--format", f'{{{{.Label "{PROJECT_LABEL}"}}}}'], timeout=30, retries=2)
+    return sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
 
 
 def inspect_container(container: str) -> dict:

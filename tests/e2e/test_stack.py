@@ -171,3 +171,21 @@ def test_attached_up_reports_a_container_that_dies(project, tmp_path):
     assert code == 1, err
     assert "service example-single-tool-call stopped" in err
     assert labelled("container", project) == []
+
+
+def test_down_all_reaps_every_labelled_project(tmp_path):
+    projects = ["gce2e-reap-a", "gce2e-reap-b"]
+    try:
+        for name in projects:
+            up = gym_compose("up", "-d", "-p", name, "--head-port", str(free_port()),
+                             "--resources-server", "example_single_tool_call", cwd=tmp_path)
+            assert up.returncode == 0, up.stderr
+        down = gym_compose("down", "--all", cwd=tmp_path)
+        assert down.returncode == 0, down.stderr
+        for name in projects:
+            assert name in down.stderr
+            assert labelled("container", name) == [] and labelled("network", name) == []
+    finally:
+        for name in projects:
+            subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"],
+                           capture_output=True, timeout=120)
