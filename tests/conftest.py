@@ -27,3 +27,9 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="no Docker engine with Compose v2 (run scripts/setup)")
     for item in docker_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _no_search_path_from_the_environment(monkeypatch):
+    """Tests see only the search roots they set up, never the developer's GYM_COMPOSE_SEARCH_PATH."""
+    monkeypatch.delenv("GYM_COMPOSE_SEARCH_PATH", raising=False)

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from gym_compose.config import ConfigRequest, find_implementation_dir, instances, load, redact, resolve_path
-
-
-@pytest.fixture(autouse=True)
-def _no_search_path_from_the_environment(monkeypatch):
-    monkeypatch.delenv("GYM_COMPOSE_SEARCH_PATH", raising=False)
 
 
 def test_redact_hides_every_secret_looking_key_at_any_depth_and_leaves_the_rest():

@@ -11,11 +11,6 @@ from gym_compose.config import ConfigRequest, load
 from gym_compose.errors import UserError
 
 
-@pytest.fixture(autouse=True)
-def _no_search_path_from_the_environment(monkeypatch):
-    monkeypatch.delenv("GYM_COMPOSE_SEARCH_PATH", raising=False)
-
-
 def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import pytest
 
 from gym_compose.config import ConfigRequest, instances, load
 
@@ -16,11 +15,6 @@ policy_model:
       entrypoint: app.py
       openai_base_url: ${policy_base_url}
 """
-
-
-@pytest.fixture(autouse=True)
-def _no_search_path_from_the_environment(monkeypatch):
-    monkeypatch.delenv("GYM_COMPOSE_SEARCH_PATH", raising=False)
 
 
 def write(folder: Path, name: str, text: str) -> Path:

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from gym_compose.server.context import ServerConfigError, instance_block
 from gym_compose.server.protocol import ResponseCreateParams
-from gym_compose.server.web import json_response, validation_error_response
+from gym_compose.server.web import json_response, read_json_object, validation_error_response
 
 TASK_HEADER = "x-gym-task"
 
@@ -33,6 +33,16 @@ def check_row(row: dict[str, Any]) -> dict[str, Any]:
     except ValidationError as error:
         raise RowError(error, ("body", "responses_create_params")) from None
     return params
+
+
+async def run_row_endpoint(request, run) -> Any:
+    """An agent's POST /run: check the row (422 naming the field), then `run(row, cookies)`."""
+    row = await read_json_object(request)
+    try:
+        check_row(row)
+    except RowError as error:
+        return row_error_response(error)
+    return json_response(await run(row, dict(request.cookies)))
 
 
 def row_error_response(error: RowError, location: tuple | None = None):

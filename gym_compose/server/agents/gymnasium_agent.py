@@ -13,12 +13,10 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.server.agents.common import (
-    RowError, as_input_list, check_row, global_config_of, model_reads_task_header, row_error_response, task_header,
-    user_message,
+    as_input_list, global_config_of, model_reads_task_header, run_row_endpoint, task_header, user_message,
 )
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
-from gym_compose.server.web import json_response, read_json_object
 
 
 class GymnasiumAgentConfig(BaseServerConfig):
@@ -34,12 +32,7 @@ class GymnasiumAgent(BaseServer):
         return Starlette(routes=[Route("/run", self._run_endpoint, methods=["POST"])])
 
     async def _run_endpoint(self, request: Request):
-        row = await read_json_object(request)
-        try:
-            check_row(row)
-        except RowError as error:
-            return row_error_response(error)
-        return json_response(await self.run(row, dict(request.cookies)))
+        return await run_row_endpoint(request, self.run)
 
     async def run(self, row: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
         client = self.server_client

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from gym_compose.server.agents.common import (
     TASK_HEADER, RowError, as_input_list, check_row, global_config_of, model_reads_task_header, row_error_response,
-    task_header,
+    run_row_endpoint, task_header,
 )
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
@@ -48,12 +48,7 @@ class SimpleAgent(BaseServer):
         ])
 
     async def _run_endpoint(self, request: Request):
-        row = await read_json_object(request)
-        try:
-            check_row(row)
-        except RowError as error:
-            return row_error_response(error)
-        return json_response(await self.run(row, dict(request.cookies)))
+        return await run_row_endpoint(request, self.run)
 
     async def _responses_endpoint(self, request: Request):
         params = await read_json_object(request)
