@@ -52,6 +52,7 @@ class LocalLlamaCppModelConfig(BaseServerConfig):
     n_threads: int = Field(0, ge=0)  # 0: the CPUs this process may run on
     n_batch: int = Field(256, ge=1)
     chat_format: Optional[str] = None  # None: the chat template stored in the GGUF
+    system_role: bool = True  # false: the system text opens the first user turn (Gemma has no system role)
     max_output_tokens: int = Field(256, ge=1)  # when a request sets none
     seed: int = -1  # -1: a random seed per process
     max_queued_requests: int = Field(64, ge=0)
@@ -147,7 +148,8 @@ class LocalLlamaCppModel(BaseServer):
         tools = [tool for tool in chat.get("tools") or [] if tool.get("type") == "function"]
         arguments = {key: chat[key] for key in _SAMPLING_KEYS if chat.get(key) is not None}
         arguments.setdefault("max_tokens", self.config.max_output_tokens)
-        messages = plain_messages(chat.get("messages") or [], tools if self.config.tool_prompt else [])
+        messages = plain_messages(chat.get("messages") or [], tools if self.config.tool_prompt else [],
+                                  self.config.system_role)
         self._waiting += 1
         try:
             loop = asyncio.get_running_loop()
@@ -187,11 +189,13 @@ class LocalLlamaCppModel(BaseServer):
         await super().on_shutdown()
 
 
-def plain_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def plain_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                   system_role: bool = True) -> list[dict[str, Any]]:
     """Messages for a chat template that knows only system/user/assistant turns, alternating.
 
     Tool calls become the assistant's JSON, tool results user turns, consecutive turns of one role
-    one turn; with tools offered, the system message describes them and how to call one."""
+    one turn; with tools offered, the system message describes them and how to call one. Without a
+    system role, the system text opens the first user turn."""
     system_parts: list[str] = []
     turns: list[dict[str, str]] = []
 
@@ -224,6 +228,11 @@ def plain_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) 
     if turns and turns[0]["role"] == "assistant":
         turns.insert(0, {"role": "user", "content": ""})
     system = "\n\n".join(part for part in system_parts if part)
+    if system and not system_role:
+        if not turns or turns[0]["role"] != "user":
+            turns.insert(0, {"role": "user", "content": ""})
+        turns[0]["content"] = system + ("\n\n" + turns[0]["content"] if turns[0]["content"] else "")
+        return turns
     return ([{"role": "system", "content": system}] if system else []) + turns
 
 

@@ -34,6 +34,12 @@ def test_tool_turns_become_alternating_user_and_assistant_turns():
     assert flat[3]["content"] == 'Tool result: {"weather": "sunny"}\n\nThanks.'
 
 
+def test_without_a_system_role_the_system_text_opens_the_first_user_turn():
+    flat = app.plain_messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], [],
+                              system_role=False)
+    assert flat == [{"role": "user", "content": "Be brief.\n\nHi"}]
+
+
 def test_answers_that_call_an_offered_tool_become_calls_and_others_stay_text():
     names = {"get_weather"}
     assert app.parse_tool_call('{"name": "get_weather", "arguments": {"city": "Oslo"}}', names) == (
