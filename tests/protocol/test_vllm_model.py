@@ -155,3 +155,14 @@ def test_token_ids_arrive_in_the_rollout_rows_as_nemo_gym_shapes_them(start_stac
         first, second = carrying
         assert second["prompt_token_ids"][: len(first["prompt_token_ids"])] == first["prompt_token_ids"]
         assert row["response"]["usage"]["output_tokens"] > 0
+
+
+def test_upstream_faults_are_retried_for_vllm_model_too():
+    from tests.fakes.scripted_upstream import Answer, ScriptedUpstream, chat_completion
+
+    script = [Answer(503, {"Retry-After": "0"}, {"error": "loading"}), Answer(429, body={"error": "busy"})]
+    with ScriptedUpstream(script, default=Answer(body=chat_completion("ok"))) as upstream:
+        with client_for({"uses_reasoning_parser": False, "retry_backoff_seconds": 0.01}, upstream.base_url) as client:
+            answer = client.post("/v1/responses", json={"input": "Hi"})
+        assert len(upstream.posts()) == 3
+    assert answer.status_code == 200 and answer.json()["output"][0]["content"][0]["text"] == "ok"
