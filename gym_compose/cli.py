@@ -22,6 +22,7 @@ from gym_compose.cli_options import (
     with_stack,
 )
 from gym_compose.errors import UserError
+from gym_compose.paths import require_project_files
 
 HELP = """Run NeMo Gym-style RL environments and benchmarks as a docker-compose project.
 
@@ -175,6 +176,7 @@ def _terminate(signum, frame) -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
+        require_project_files()
         code = app(standalone_mode=False)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
