@@ -1,0 +1,128 @@
+"""A byte-offset index of a JSONL file that a collector may still be appending to.
+
+`refresh()` reads only the bytes added since the last call, so a page reload during a run costs
+the new lines, not the whole file. Lines are parsed once, summarized by a caller-given function
+(the summary is all that stays in memory), and read again from disk by offset when a page asks
+for one in full. The text after the last newline is a line still being written, or one a crash
+left torn: it is summarized when it already parses, and read again next time either way.
+A file that shrank or was replaced (a resume cut off a torn tail) is indexed from the start.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import orjson
+
+T = TypeVar("T")
+READ_CHUNK = 32 << 20  # bytes read at a time, so a huge file never sits in memory whole
+
+
+@dataclass
+class BadLine:
+    line_no: int
+    error: str
+
+
+@dataclass
+class JsonlIndex(Generic[T]):
+    path: Path
+    summarize: Callable[[dict[str, Any]], T]
+    entries: list[T] = field(default_factory=list)  # summaries of the complete lines, in file order
+    offsets: list[int] = field(default_factory=list)  # byte offset of each entry's line
+    bad_lines: list[BadLine] = field(default_factory=list)
+    generation: int = 0  # bumped whenever `entries()` may have changed
+    _committed: int = 0  # bytes up to the last newline indexed
+    _lines: int = 0
+    _identity: tuple[int, int] | None = None  # (device, inode) of the file indexed
+    _tail: tuple[int, T] | None = None  # (offset, summary) of a complete value not yet ended by a newline
+
+    def all_entries(self) -> list[T]:
+        """Every summary: complete lines, plus the unterminated last line when it parses."""
+        return self.entries + [self._tail[1]] if self._tail else self.entries
+
+    def offset_of(self, position: int) -> int:
+        if position == len(self.offsets) and self._tail:
+            return self._tail[0]
+        return self.offsets[position]
+
+    def __len__(self) -> int:
+        return len(self.entries) + (1 if self._tail else 0)
+
+    def refresh(self) -> bool:
+        """Index what was appended since the last call; True when anything changed."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            if self._identity is None and not self.entries:
+                return False
+            self._reset(None)
+            return True
+        identity = (stat.st_dev, stat.st_ino)
+        if identity != self._identity or stat.st_size < self._committed:
+            self._reset(identity)
+        if stat.st_size == self._committed and self._tail is None:
+            return False
+        before = (len(self.entries), self._tail)
+        with open(self.path, "rb") as f:
+            f.seek(self._committed)
+            self._read_from(f, stat.st_size)
+        changed = (len(self.entries), self._tail) != before
+        if changed:
+            self.generation += 1
+        return changed
+
+    def read_record(self, position: int) -> dict[str, Any]:
+        """The whole JSON object of entry `position`, read again from the file."""
+        with open(self.path, "rb") as f:
+            f.seek(self.offset_of(position))
+            line = f.readline()
+        return orjson.loads(line)
+
+    def _reset(self, identity: tuple[int, int] | None) -> None:
+        self.entries, self.offsets, self.bad_lines = [], [], []
+        self._committed, self._lines, self._tail, self._identity = 0, 0, None, identity
+        self.generation += 1
+
+    def _read_from(self, f, size: int) -> None:
+        self._tail = None
+        position = self._committed
+        carry = b""
+        while position < size:
+            chunk = f.read(min(READ_CHUNK, size - position))
+            if not chunk:
+                break  # the file was cut while we read; the next refresh starts over
+            position += len(chunk)
+            data = carry + chunk
+            end = data.rfind(b"\n") + 1
+            self._index_lines(data[:end])
+            carry = data[end:]
+        if carry.strip():
+            try:
+                record = orjson.loads(carry)
+            except orjson.JSONDecodeError:
+                return  # a line still being written
+            if isinstance(record, dict):
+                self._tail = (self._committed, self.summarize(record))
+
+    def _index_lines(self, data: bytes) -> None:
+        """Index `data`: whole lines, each ending with a newline."""
+        offset = self._committed
+        summarize, loads = self.summarize, orjson.loads
+        for line in data.split(b"\n")[:-1]:
+            self._lines += 1
+            if line.strip():
+                try:
+                    record = loads(line)
+                    if not isinstance(record, dict):
+                        raise ValueError(f"a JSON {type(record).__name__}, not an object")
+                    self.entries.append(summarize(record))
+                    self.offsets.append(offset)
+                except ValueError as error:  # orjson.JSONDecodeError is a ValueError
+                    self.bad_lines.append(BadLine(self._lines, str(error)))
+            offset += len(line) + 1
+        self._committed = offset
