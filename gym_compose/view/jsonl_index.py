@@ -6,6 +6,10 @@ the new lines, not the whole file. Lines are parsed once, summarized by a caller
 for one in full. The text after the last newline is a line still being written, or one a crash
 left torn: it is summarized when it already parses, and read again next time either way.
 A file that shrank or was replaced (a resume cut off a torn tail) is indexed from the start.
+
+`summarize(line, side)` turns one line's bytes into the summary kept for it (raising ValueError
+for a line that is not a JSON object) and may note facts shared by many lines in `side`, a dict
+kept with the index (e.g. one prompt per task; the first line wins).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 T = TypeVar("T")
+Summarize = Callable[[bytes, dict], Any]
 READ_CHUNK = 32 << 20  # bytes read at a time, so a huge file never sits in memory whole
 
 
@@ -29,13 +34,39 @@ class BadLine:
 
 
 @dataclass
+class RangeResult:
+    entries: list[Any]
+    offsets: list[int]
+    lines: int
+    bad_lines: list[BadLine]
+    side: dict
+
+
+def index_lines(data: bytes, base: int, summarize: Summarize, side: dict) -> RangeResult:
+    """Summarize `data` (whole lines, each ending with a newline) found at byte `base`."""
+    result = RangeResult([], [], 0, [], side)
+    offset = base
+    for line in data.split(b"\n")[:-1]:
+        result.lines += 1
+        if line.strip():
+            try:
+                result.entries.append(summarize(line, side))
+                result.offsets.append(offset)
+            except ValueError as error:  # not JSON, or not an object (orjson's and msgspec's errors are ValueErrors)
+                result.bad_lines.append(BadLine(result.lines, str(error)))
+        offset += len(line) + 1
+    return result
+
+
+@dataclass
 class JsonlIndex(Generic[T]):
     path: Path
-    summarize: Callable[[dict[str, Any]], T]
+    summarize: Summarize
     entries: list[T] = field(default_factory=list)  # summaries of the complete lines, in file order
     offsets: list[int] = field(default_factory=list)  # byte offset of each entry's line
     bad_lines: list[BadLine] = field(default_factory=list)
-    generation: int = 0  # bumped whenever `entries()` may have changed
+    side: dict = field(default_factory=dict)  # what summarize noted once for many lines
+    generation: int = 0  # bumped whenever `all_entries()` may have changed
     _committed: int = 0  # bytes up to the last newline indexed
     _lines: int = 0
     _identity: tuple[int, int] | None = None  # (device, inode) of the file indexed
@@ -69,7 +100,6 @@ class JsonlIndex(Generic[T]):
             return False
         before = (len(self.entries), self._tail)
         with open(self.path, "rb") as f:
-            f.seek(self._committed)
             self._read_from(f, stat.st_size)
         changed = (len(self.entries), self._tail) != before
         if changed:
@@ -84,12 +114,24 @@ class JsonlIndex(Generic[T]):
         return orjson.loads(line)
 
     def _reset(self, identity: tuple[int, int] | None) -> None:
-        self.entries, self.offsets, self.bad_lines = [], [], []
+        self.entries, self.offsets, self.bad_lines, self.side = [], [], [], {}
         self._committed, self._lines, self._tail, self._identity = 0, 0, None, identity
         self.generation += 1
 
+    def _merge(self, result: RangeResult, end: int) -> None:
+        for bad in result.bad_lines:
+            bad.line_no += self._lines
+        self.entries.extend(result.entries)
+        self.offsets.extend(result.offsets)
+        self.bad_lines.extend(result.bad_lines)
+        for key, value in result.side.items():
+            self.side.setdefault(key, value)
+        self._lines += result.lines
+        self._committed = end
+
     def _read_from(self, f, size: int) -> None:
         self._tail = None
+        f.seek(self._committed)
         position = self._committed
         carry = b""
         while position < size:
@@ -99,30 +141,12 @@ class JsonlIndex(Generic[T]):
             position += len(chunk)
             data = carry + chunk
             end = data.rfind(b"\n") + 1
-            self._index_lines(data[:end])
+            if end:
+                self._merge(index_lines(data[:end], self._committed, self.summarize, self.side),
+                            self._committed + end)
             carry = data[end:]
         if carry.strip():
             try:
-                record = orjson.loads(carry)
-            except orjson.JSONDecodeError:
-                return  # a line still being written
-            if isinstance(record, dict):
-                self._tail = (self._committed, self.summarize(record))
-
-    def _index_lines(self, data: bytes) -> None:
-        """Index `data`: whole lines, each ending with a newline."""
-        offset = self._committed
-        summarize, loads = self.summarize, orjson.loads
-        for line in data.split(b"\n")[:-1]:
-            self._lines += 1
-            if line.strip():
-                try:
-                    record = loads(line)
-                    if not isinstance(record, dict):
-                        raise ValueError(f"a JSON {type(record).__name__}, not an object")
-                    self.entries.append(summarize(record))
-                    self.offsets.append(offset)
-                except ValueError as error:  # orjson.JSONDecodeError is a ValueError
-                    self.bad_lines.append(BadLine(self._lines, str(error)))
-            offset += len(line) + 1
-        self._committed = offset
+                self._tail = (self._committed, self.summarize(carry, self.side))
+            except ValueError:
+                pass  # a line still being written

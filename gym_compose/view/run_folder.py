@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from gym_compose.collect.artifacts import ArtifactPaths
@@ -72,6 +73,33 @@ def read_json_file(path: Path) -> Any:
         return None
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+class _AgentMetrics(msgspec.Struct):
+    agent_ref: Any = None
+    agent_metrics: Any = None
+    key_metrics: Any = None  # group_level_metrics (most of a large file) is skipped, not decoded
+
+
+_decode_metrics = msgspec.json.Decoder(list[_AgentMetrics]).decode
+
+
+def read_metrics_summary(path: Path) -> list[dict[str, Any]] | None:
+    """The aggregate metrics file per agent, without its per-task part; None when unreadable."""
+    try:
+        entries = _decode_metrics(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return [{"agent_ref": e.agent_ref, "agent_metrics": e.agent_metrics if isinstance(e.agent_metrics, dict) else {},
+             "key_metrics": e.key_metrics if isinstance(e.key_metrics, dict) else {}} for e in entries]
+
+
 class SmallFiles:
     """manifest.json, progress.json and the aggregate metrics, read again only when they change."""
 
@@ -80,17 +108,15 @@ class SmallFiles:
         self.paths = ArtifactPaths(folder)
         self._cache: dict[Path, tuple[tuple[int, int], Any]] = {}
 
-    def _read(self, path: Path) -> Any:
-        try:
-            stat = path.stat()
-        except OSError:
+    def _read(self, path: Path, convert=read_json_file) -> Any:
+        stamp = _stamp(path)
+        if stamp is None:
             self._cache.pop(path, None)
             return None
-        stamp = (stat.st_mtime_ns, stat.st_size)
         cached = self._cache.get(path)
         if cached and cached[0] == stamp:
             return cached[1]
-        value = read_json_file(path)
+        value = convert(path)
         self._cache[path] = (stamp, value)
         return value
 
@@ -103,5 +129,7 @@ class SmallFiles:
         return value if isinstance(value, dict) else None
 
     def aggregate_metrics(self) -> list[dict[str, Any]]:
-        value = self._read(self.paths.aggregate_metrics)
-        return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+        """Per agent: agent_ref, agent_metrics, key_metrics (group_level_metrics are not kept)."""
+        path = self.paths.aggregate_metrics
+        value = self._read(path, read_metrics_summary)
+        return value if isinstance(value, list) else []

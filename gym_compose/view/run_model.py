@@ -7,12 +7,17 @@ appended since the last call.
 
 from __future__ import annotations
 
+import gc
 import math
+import re
 import sys
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from gym_compose.collect.metrics import agent_of, pass_at_k_metrics
 from gym_compose.collect.rows import ATTEMPT_INDEX, ROLLOUT_INDEX, TASK_INDEX, sortable
@@ -23,10 +28,11 @@ PROMPT_CHARS = 200
 NOTE_CHARS = 300
 MAX_EXACT_BINS = 12  # at most this many distinct rewards get a bar each; more are binned
 HISTOGRAM_BINS = 20
+FAILURE_GROUPS = 20
+PASS_METRIC = re.compile(r"(?P<head>pass|majority)@(?P<k>\d+)(?:\[avg-of-(?P<avg>\d+)\])?/accuracy")
 
 
-@dataclass(slots=True)
-class RolloutSummary:
+class RolloutSummary(msgspec.Struct, gc=False):  # gc=False: 100,000 of these hold no cycles
     task: Any
     rollout: Any
     attempt: Any
@@ -34,7 +40,6 @@ class RolloutSummary:
     reward: float | None
     verdict: str | None  # the verifier's failure_reason / failure_kind, when it gave one
     answer: Any  # extracted_answer (majority@k)
-    prompt: str | None
 
 
 @dataclass(slots=True)
@@ -85,34 +90,95 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def summarize_rollout(record: dict[str, Any]) -> RolloutSummary:
-    verdict = record.get("failure_reason") or record.get("failure_kind")
-    prompt = prompt_of(record)
+class _RolloutFields(msgspec.Struct, gc=False):
+    """The top-level fields of a rollouts.jsonl line the index keeps; the rest of the line (the
+    whole `response`, the tools, ...) is skipped by the decoder without building any object."""
+
+    task: Any = msgspec.field(name=TASK_INDEX, default=None)
+    task_id: Any = msgspec.field(name="_ng_task_id", default=None)
+    rollout: Any = msgspec.field(name=ROLLOUT_INDEX, default=None)
+    attempt: Any = msgspec.field(name=ATTEMPT_INDEX, default=None)
+    agent_ref: Any = None
+    environment_server: Any = msgspec.field(name="_ng_environment_server", default=None)
+    reward: Any = None
+    failure_reason: Any = None
+    failure_kind: Any = None
+    extracted_answer: Any = None
+    params: msgspec.Raw = msgspec.field(name="responses_create_params", default=msgspec.Raw(b"null"))
+    task_input: msgspec.Raw = msgspec.field(name="task_input", default=msgspec.Raw(b"null"))
+
+
+class _FailureFields(msgspec.Struct):
+    task: Any = msgspec.field(name=TASK_INDEX, default=None)
+    rollout: Any = msgspec.field(name=ROLLOUT_INDEX, default=None)
+    attempt: Any = msgspec.field(name=ATTEMPT_INDEX, default=None)
+    agent_ref: Any = None
+    environment_server: Any = msgspec.field(name="_ng_environment_server", default=None)
+    failure_class: Any = msgspec.field(name="_ng_failure_class", default=None)
+    failure_type: Any = msgspec.field(name="_ng_failure_type", default=None)
+    failure_message: Any = msgspec.field(name="_ng_failure_message", default=None)
+    http_status: Any = msgspec.field(name="_ng_failure_http_status", default=None)
+
+
+_decode_rollout = msgspec.json.Decoder(_RolloutFields).decode
+_decode_failure = msgspec.json.Decoder(_FailureFields).decode
+
+
+def _agent(fields: _RolloutFields | _FailureFields) -> str:
+    ref = fields.agent_ref
+    if type(ref) is dict and type(ref.get("name")) is str:
+        return sys.intern(ref["name"])
+    return sys.intern(agent_of({"agent_ref": ref, "_ng_environment_server": fields.environment_server}))
+
+
+def summarize_rollout(line: bytes, prompts: dict[tuple[str, Any], str | None]) -> RolloutSummary:
+    """One rollouts.jsonl line's figures; its prompt goes into `prompts` (one per task: repeats share it)."""
+    fields = _decode_rollout(line)
+    task = fields.task if fields.task is not None else fields.task_id
+    agent = _agent(fields)
+    key = (agent, _hashable(task))
+    if key not in prompts:
+        prompts[key] = prompt_of({"responses_create_params": msgspec.json.decode(fields.params), "task_input": msgspec.json.decode(fields.task_input)})
+    verdict = fields.failure_reason or fields.failure_kind
+    reward = fields.reward
     return RolloutSummary(
-        task=record.get(TASK_INDEX, record.get("_ng_task_id")),
-        rollout=record.get(ROLLOUT_INDEX),
-        attempt=record.get(ATTEMPT_INDEX),
-        agent=sys.intern(agent_of(record)),
-        reward=_number(record.get("reward")),
-        verdict=_excerpt(str(verdict), NOTE_CHARS) if verdict else None,
-        answer=record.get("extracted_answer"),
-        prompt=sys.intern(prompt) if prompt else None,
+        task, fields.rollout, fields.attempt, agent,
+        float(reward) if type(reward) is float or type(reward) is int else _number(reward),
+        _excerpt(str(verdict), NOTE_CHARS) if verdict else None,
+        fields.extracted_answer,
     )
 
 
-def summarize_failure(record: dict[str, Any]) -> FailureSummary:
+def summarize_failure(line: bytes, side: dict) -> FailureSummary:
+    fields = _decode_failure(line)
     return FailureSummary(
-        task=record.get(TASK_INDEX),
-        rollout=record.get(ROLLOUT_INDEX),
-        attempt=record.get(ATTEMPT_INDEX),
-        agent=sys.intern(agent_of(record)),
-        failure_class=sys.intern(str(record.get("_ng_failure_class") or "failure")),
-        message=_excerpt(str(record.get("_ng_failure_message") or record.get("_ng_failure_type") or ""), NOTE_CHARS),
-        status=record.get("_ng_failure_http_status"),
+        task=fields.task,
+        rollout=fields.rollout,
+        attempt=fields.attempt,
+        agent=_agent(fields),
+        failure_class=sys.intern(str(fields.failure_class or "failure")),
+        message=_excerpt(str(fields.failure_message or fields.failure_type or ""), NOTE_CHARS),
+        status=fields.http_status,
     )
 
 
-@dataclass
+@contextmanager
+def bulk_allocation():
+    """Pause the cyclic garbage collector while building many small objects that hold no cycles.
+
+    Indexing 100,000 rollouts otherwise triggers hundreds of collections that find nothing
+    (a third of the indexing time).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@dataclass(slots=True)
 class RolloutCell:
     """One rollout of a task in the table: a success row ("r<n>") or its failed attempts ("f<n>")."""
 
@@ -174,10 +240,14 @@ class Run:
         self._derived_for: tuple[int, int] | None = None
         self._tasks: list[Task] = []
         self._task_by_key: dict[tuple[str, Any], Task] = {}
+        self._figures_for: tuple | None = None
+        self._figures: dict[str, Any] = {}
 
     def refresh(self) -> None:
-        self.rollouts.refresh()
-        self.failures.refresh()
+        """Index what the collector appended since the last call."""
+        with bulk_allocation():
+            self.rollouts.refresh()
+            self.failures.refresh()
 
     # -- tasks ---------------------------------------------------------------------------------
 
@@ -185,7 +255,8 @@ class Run:
         """Tasks in index order (agents in order of first appearance), rebuilt when the files grew."""
         stamp = (self.rollouts.generation, self.failures.generation)
         if stamp != self._derived_for:
-            self._tasks, self._task_by_key = self._group()
+            with bulk_allocation():
+                self._tasks, self._task_by_key = self._group()
             self._derived_for = stamp
         return self._tasks
 
@@ -195,37 +266,34 @@ class Run:
 
     def _group(self) -> tuple[list[Task], dict[tuple[str, Any], Task]]:
         by_key: dict[tuple[str, Any], Task] = {}
-
-        def task_for(agent: str, index: Any) -> Task:
-            key = (agent, _hashable(index))
+        prompts = self.rollouts.side
+        answered: dict[tuple[Any, Any], RolloutCell] = {}
+        for position, summary in enumerate(self.rollouts.all_entries()):
+            key = (summary.agent, _hashable(summary.task))
             task = by_key.get(key)
             if task is None:
-                task = by_key[key] = Task(agent, index)
-            return task
-
-        answered: dict[tuple[Any, Any], int] = {}
-        for position, summary in enumerate(self.rollouts.all_entries()):
-            task = task_for(summary.agent, summary.task)
-            if task.prompt is None:
-                task.prompt = summary.prompt
-            answered[(_hashable(summary.task), _hashable(summary.rollout))] = len(task.cells)
-            task.cells.append(RolloutCell(f"r{position}", summary.rollout, summary.reward, "ok", summary.verdict))
-        latest_failure: dict[tuple[Any, Any], int] = {}
+                task = by_key[key] = Task(summary.agent, summary.task, prompts.get(key))
+            cell = RolloutCell(f"r{position}", summary.rollout, summary.reward, "ok", summary.verdict)
+            task.cells.append(cell)
+            answered[(key[1], _hashable(summary.rollout))] = cell
+        latest_failure: dict[tuple[Any, Any], tuple[int, FailureSummary]] = {}
         for position, failure in enumerate(self.failures.all_entries()):
-            latest_failure[(_hashable(failure.task), _hashable(failure.rollout))] = position
-        failure_entries = self.failures.all_entries()
-        for key, position in latest_failure.items():
-            failure = failure_entries[position]
-            task = task_for(failure.agent, failure.task)
-            if key in answered:
-                cell = task.cells[answered[key]]
+            latest_failure[(_hashable(failure.task), _hashable(failure.rollout))] = (position, failure)
+        for key, (position, failure) in latest_failure.items():
+            cell = answered.get(key)
+            if cell is not None:
                 cell.status = "retried"
                 cell.note = cell.note or f"answered after failed attempt(s): {failure.message}"
-            else:
-                task.cells.append(RolloutCell(f"f{position}", failure.rollout, None, "failed", failure.message))
+                continue
+            task_key = (failure.agent, key[0])
+            task = by_key.get(task_key)
+            if task is None:
+                task = by_key[task_key] = Task(failure.agent, failure.task, prompts.get(task_key))
+            task.cells.append(RolloutCell(f"f{position}", failure.rollout, None, "failed", failure.message))
         tasks = sorted(by_key.values(), key=lambda t: (sortable(t.index), t.agent))
         for task in tasks:
-            task.cells.sort(key=lambda cell: sortable(cell.rollout))
+            if len(task.cells) > 1:
+                task.cells.sort(key=lambda cell: sortable(cell.rollout))
         return tasks, by_key
 
     def failure_attempts(self, task: Any, rollout: Any) -> list[int]:
@@ -235,16 +303,42 @@ class Run:
 
     # -- figures -------------------------------------------------------------------------------
 
-    def live_metrics(self) -> dict[str, Any]:
+    def metrics_are_current(self) -> bool:
+        """True when the aggregate metrics file was written after the last rollout (not a resumed run's old one)."""
+        try:
+            return self.files.paths.aggregate_metrics.stat().st_mtime >= self.files.paths.rollouts.stat().st_mtime
+        except OSError:
+            return False
+
+    def figures(self) -> dict[str, Any]:
+        """live metrics, reward histogram, pass@k curves, failure groups; computed once per change."""
         tasks = self.tasks()
+        stamp = (self._derived_for, self.metrics_are_current())
+        if self._figures_for == stamp:
+            return self._figures
         rewards = [cell.reward for task in tasks for cell in task.cells if cell.reward is not None]
+        failed_notes = Counter(cell.note or "failed" for task in tasks for cell in task.cells if cell.status == "failed")
+        self._figures = {
+            "live": {
+                "rollouts": len(self.rollouts),
+                "failed_rollouts": sum(failed_notes.values()),
+                "failed_attempts": len(self.failures),
+                "tasks": len(tasks),
+                "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+            },
+            "histogram": reward_histogram(rewards),
+            "pass_at_k": self._pass_at_k_from_file() if stamp[1] else None,
+            "failure_groups": [{"message": m, "rollouts": n} for m, n in failed_notes.most_common(FAILURE_GROUPS)],
+        }
+        if self._figures["pass_at_k"] is None:
+            self._figures["pass_at_k"] = self._pass_at_k_from_rollouts(tasks)
+        self._figures_for = stamp
+        return self._figures
+
+    def live_metrics(self) -> dict[str, Any]:
         progress = self.files.progress() or {}
         return {
-            "rollouts": len(self.rollouts),
-            "failed_rollouts": sum(task.failed for task in tasks),
-            "failed_attempts": len(self.failures),
-            "tasks": len(tasks),
-            "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+            **self.figures()["live"],
             "total": progress.get("total"),
             "finished": bool(progress.get("finished")),
             "rollouts_per_second": progress.get("rollouts_per_second"),
@@ -254,40 +348,53 @@ class Run:
             ],
         }
 
-    def reward_histogram(self) -> list[dict[str, Any]]:
-        rewards = [cell.reward for task in self.tasks() for cell in task.cells if cell.reward is not None]
-        return reward_histogram(rewards)
+    def _pass_at_k_from_file(self) -> dict[str, dict[str, list[float]]] | None:
+        """The pass@k family per agent as the collector wrote it, when it wrote any."""
+        curves: dict[str, dict[str, list[float]]] = {}
+        for entry in self.files.aggregate_metrics():
+            agent = (entry.get("agent_ref") or {}).get("name") if isinstance(entry.get("agent_ref"), dict) else None
+            points: dict[str, dict[int, float]] = {}
+            for name, value in (entry.get("agent_metrics") or {}).items():
+                match = PASS_METRIC.fullmatch(name)
+                if match and isinstance(value, (int, float)):
+                    kind = f"{match['head']}@1[avg-of-k]" if match["avg"] else f"{match['head']}@k"
+                    points.setdefault(kind, {})[int(match["avg"] or match["k"])] = float(value)
+            family = {kind: [by_k[k] for k in sorted(by_k)] for kind, by_k in points.items()}
+            if family and max(len(v) for v in family.values()) > 1:
+                curves[str(agent)] = family
+        return curves or None
 
-    def pass_at_k(self) -> dict[str, dict[str, list[float]]]:
-        """Per agent, the pass@k family of curves (index k-1 holds k), when some task has repeats."""
+    def _pass_at_k_from_rollouts(self, tasks: list[Task]) -> dict[str, dict[str, list[float]]]:
+        """The same family computed by the collector's own code from the rollouts so far."""
         by_agent: dict[str, list[list[dict[str, Any]]]] = {}
         rollouts = self.rollouts.all_entries()
-        for task in self.tasks():
+        for task in tasks:
             scored = [
                 {"reward": cell.reward, "extracted_answer": rollouts[int(cell.id[1:])].answer}
                 for cell in task.cells if cell.reward is not None
             ]
             by_agent.setdefault(task.agent, []).append(scored)
         curves: dict[str, dict[str, list[float]]] = {}
-        for agent, tasks in by_agent.items():
-            if max((len(t) for t in tasks), default=0) < 2:
+        for agent, agent_tasks in by_agent.items():
+            if max((len(t) for t in agent_tasks), default=0) < 2:
                 continue
-            metrics = pass_at_k_metrics(tasks)
             family: dict[str, list[float]] = {}
-            for name, value in metrics.items():
+            for name, value in pass_at_k_metrics(agent_tasks).items():
                 kind, _ = name.split("/", 1)
                 family.setdefault(_curve_name(kind), []).append(value)
             curves[agent] = family
         return curves
 
-    def failure_groups(self, limit: int = 20) -> list[dict[str, Any]]:
-        """Failed rollouts grouped by failure class and message, largest group first."""
-        counts: Counter = Counter()
-        for task in self.tasks():
-            for cell in task.cells:
-                if cell.status == "failed":
-                    counts[cell.note or "failed"] += 1
-        return [{"message": message, "rollouts": count} for message, count in counts.most_common(limit)]
+    def reward_histogram(self) -> list[dict[str, Any]]:
+        return self.figures()["histogram"]
+
+    def pass_at_k(self) -> dict[str, dict[str, list[float]]]:
+        """Per agent, the pass@k family of curves (index k-1 holds k), when some task has repeats."""
+        return self.figures()["pass_at_k"]
+
+    def failure_groups(self) -> list[dict[str, Any]]:
+        """Failed rollouts grouped by failure message, largest group first."""
+        return self.figures()["failure_groups"]
 
 
 def _curve_name(kind: str) -> str:
@@ -299,9 +406,9 @@ def _curve_name(kind: str) -> str:
 
 
 def _hashable(value: Any) -> Any:
-    if isinstance(value, (dict, list)):
-        return repr(value)
-    return value
+    if type(value) is int or type(value) is str:
+        return value
+    return repr(value) if isinstance(value, (dict, list)) else value
 
 
 def reward_histogram(rewards: list[float]) -> list[dict[str, Any]]:

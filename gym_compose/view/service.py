@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, sortable
@@ -18,6 +19,7 @@ from gym_compose.view.trajectory import conversation, failed_rollout, failure_bl
 
 STATUS_FILTERS = ("all", "failed", "imperfect", "perfect")
 TASK_ORDERS = ("task", "agent", "mean", "failed", "prompt", "note")
+COMPARE_ORDERS = ("differs", "task", "prompt")
 MAX_PAGE = 500
 
 
@@ -85,6 +87,7 @@ class ViewService:
         return self.runs[number]
 
     def refresh(self) -> None:
+        """Index what the collectors appended since the last call."""
         for run in self.runs:
             run.refresh()
 
@@ -149,7 +152,7 @@ class ViewService:
         run = self.run(number)
         index = self._sent.get(number)
         if index is None:
-            index = self._sent[number] = JsonlIndex(run.files.paths.materialized_inputs, _identity_of)
+            index = self._sent[number] = JsonlIndex(run.files.paths.materialized_inputs, identity_of)
         index.refresh()
         wanted = (_hashable(failure.get(TASK_INDEX)), _hashable(failure.get(ROLLOUT_INDEX)))
         for position, identity in enumerate(index.all_entries()):
@@ -160,27 +163,43 @@ class ViewService:
     # -- several runs side by side -------------------------------------------------------------
 
     def comparison(self, query: TaskQuery, differing_only: bool = False) -> dict[str, Any]:
-        query = query.checked()
+        """Tasks across runs. query.order: "differs" (differing tasks first, widest spread
+        first), "task" or "prompt"; query.status is not used."""
+        if query.order not in COMPARE_ORDERS:
+            raise ValueError(f"order must be one of {', '.join(COMPARE_ORDERS)}")
+        start, length = max(0, query.start), min(max(1, query.length), MAX_PAGE)
         rows = compare_rows(self.runs)
+        total = len(rows)
         if differing_only:
             rows = [row for row in rows if row["differs"]]
         needle = query.search.lower().strip()
         if needle:
             rows = [row for row in rows if needle in _search_text(row)]
         if query.order == "task":
-            rows.sort(key=lambda row: (sortable(row["task"]), row["agent"] or ""), reverse=query.descending)
+            rows.sort(key=lambda row: (sortable(row["task"]), row["agent"] or ""))
         elif query.order == "prompt":
-            rows.sort(key=lambda row: row["prompt"] or "", reverse=query.descending)
+            rows.sort(key=lambda row: row["prompt"] or "")
+        if query.descending:
+            rows.reverse()
         return {
             "runs": [run.label for run in self.runs],
-            "recordsTotal": len(rows),
+            "recordsTotal": total,
             "recordsFiltered": len(rows),
-            "data": rows[query.start: query.start + query.length],
+            "data": rows[start: start + length],
         }
 
 
-def _identity_of(record: dict[str, Any]) -> tuple[Any, Any]:
-    return (_hashable(record.get(TASK_INDEX)), _hashable(record.get(ROLLOUT_INDEX)))
+class _Identity(msgspec.Struct):
+    task: Any = msgspec.field(name=TASK_INDEX, default=None)
+    rollout: Any = msgspec.field(name=ROLLOUT_INDEX, default=None)
+
+
+_decode_identity = msgspec.json.Decoder(_Identity).decode
+
+
+def identity_of(line: bytes, side: dict) -> tuple[Any, Any]:
+    fields = _decode_identity(line)
+    return (_hashable(fields.task), _hashable(fields.rollout))
 
 
 def _search_text(row: dict[str, Any]) -> str:
