@@ -221,7 +221,8 @@ def select_tasks(tasks: list[Task], query: TaskQuery) -> list[Task]:
     key = {
         "task": lambda t: (sortable(t.index), t.agent),
         "agent": lambda t: (t.agent, sortable(t.index)),
-        "mean": lambda t: (t.mean_reward is None, t.mean_reward or 0.0, sortable(t.index)),
+        # ascending: worst first, a task whose rollouts all failed (no reward) before a 0
+        "mean": lambda t: (t.mean_reward is not None, t.mean_reward or 0.0, sortable(t.index)),
         "failed": lambda t: (t.failed, sortable(t.index)),
         "prompt": lambda t: (t.prompt or "", sortable(t.index)),
         "note": lambda t: (t.note or "", sortable(t.index)),

@@ -100,7 +100,7 @@
     const cmp = {
       task: (a, b) => compareKeys(a.task, b.task) || compareKeys(a.agent, b.agent),
       agent: (a, b) => compareKeys(a.agent, b.agent) || compareKeys(a.task, b.task),
-      mean: (a, b) => (a.mean === null) - (b.mean === null) || (a.mean || 0) - (b.mean || 0) || compareKeys(a.task, b.task),
+      mean: (a, b) => (a.mean !== null) - (b.mean !== null) || (a.mean || 0) - (b.mean || 0) || compareKeys(a.task, b.task),
       failed: (a, b) => a.failed - b.failed || compareKeys(a.task, b.task),
       prompt: (a, b) => compareKeys(a.prompt || "", b.prompt || "") || compareKeys(a.task, b.task),
       note: (a, b) => compareKeys(a.note || "", b.note || "") || compareKeys(a.task, b.task),
