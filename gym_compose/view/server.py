@@ -8,13 +8,16 @@ Routes (every `/api` answer is JSON; a bad query is 400, an unknown run or rollo
 - `GET /api/runs/<n>/rollouts/<id>`         one rollout as a conversation (id: r<n> or f<n>)
 - `GET /api/compare?start=&length=&search=&order=&dir=&differing=`       tasks side by side
 Each API call first indexes what the collector appended since the last one, so a reload shows
-new rollouts. Handlers run one at a time on the event loop: a local, one-person server.
+new rollouts. Handlers run one at a time on the event loop (a local, one-person server); only
+the first indexing runs in a thread of its own, and the API waits for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,7 +53,8 @@ def _query(request: Request, default_order: str = "task") -> TaskQuery:
         raise ValueError(f"bad query: {error}") from None
 
 
-def create_app(service: ViewService) -> Starlette:
+def create_app(service: ViewService, indexed: threading.Event | None = None) -> Starlette:
+    """The app; with `indexed`, API calls wait until the first indexing (in another thread) is done."""
     page = live_page()
 
     async def index(request: Request) -> Response:
@@ -66,6 +70,8 @@ def create_app(service: ViewService) -> Starlette:
 
     def api(handler):
         async def endpoint(request: Request) -> Response:
+            if indexed is not None and not indexed.is_set():
+                await asyncio.get_running_loop().run_in_executor(None, indexed.wait)
             try:
                 service.refresh()
                 return _json(handler(request))
@@ -73,6 +79,8 @@ def create_app(service: ViewService) -> Starlette:
                 return _json({"error": str(error).strip("'\"")}, 404)
             except ValueError as error:
                 return _json({"error": str(error)}, 400)
+            except OSError as error:  # a run file we cannot read: say which
+                return _json({"error": f"cannot read {error.filename or 'a run file'}: {error.strerror or error}"}, 500)
         return endpoint
 
     def runs(request: Request) -> dict[str, Any]:
@@ -115,20 +123,35 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(folders: list[Path], host: str = "127.0.0.1", port: int = 0, open_browser: bool = False) -> None:
-    """Index the runs, print the URL, serve until Ctrl-C."""
+    """Print the URL, index the runs (the page's first API call waits for it), serve until Ctrl-C.
+
+    Indexing runs beside the server's start and the browser's loading of the page, so a large
+    run's first screen costs the longer of the two, not their sum.
+    """
     import uvicorn
 
     service = ViewService(folders)
-    started = time.monotonic()
-    service.refresh()
-    service.summaries()  # group tasks and compute the figures now, not on the first page load
-    for run in service.runs:
-        print(f"{run.label}: {len(run.rollouts)} rollouts, {len(run.failures)} failed attempts", file=sys.stderr)
-    print(f"indexed in {time.monotonic() - started:.1f}s", file=sys.stderr)
-    app = create_app(service)
+    indexed = threading.Event()
+
+    def index() -> None:
+        started = time.monotonic()
+        try:
+            service.refresh()
+            service.summaries()  # group tasks and compute the figures before the page asks
+        except OSError as error:  # the API calls report it to the page too
+            print(f"error: cannot read {error.filename or 'a run file'}: {error.strerror or error}", file=sys.stderr)
+            return
+        finally:
+            indexed.set()
+        for run in service.runs:
+            print(f"{run.label}: {len(run.rollouts)} rollouts, {len(run.failures)} failed attempts", file=sys.stderr)
+        print(f"indexed in {time.monotonic() - started:.1f}s", file=sys.stderr)
+
+    app = create_app(service, indexed)
     sock = bind(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{sock.getsockname()[1]}/"
+    threading.Thread(target=index, name="index", daemon=True).start()
     print(f"gym-compose view: {url}  (Ctrl-C stops)", flush=True)
     if open_browser:
         import webbrowser
