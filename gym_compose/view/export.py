@@ -20,7 +20,7 @@ from typing import Any
 
 from gym_compose.view.page import export_page
 from gym_compose.view.run_model import Task
-from gym_compose.view.service import TaskQuery, ViewService, compare_rows
+from gym_compose.view.service import ViewService, compare_rows
 
 DEFAULT_MAX_TASKS = 2000
 DEFAULT_MAX_ROLLOUTS = 300
@@ -69,6 +69,7 @@ def export_data(service: ViewService, max_tasks: int = DEFAULT_MAX_TASKS, max_ro
     for number, run in enumerate(service.runs):
         all_tasks = run.tasks()
         chosen = choose_tasks(all_tasks, max_tasks)
+        service.fill_prompts(number, chosen)
         tasks[number] = [task.to_json() for task in chosen]
         ids = choose_rollouts(chosen, per_run_budget)
         for rollout_id in ids:
@@ -83,7 +84,7 @@ def export_data(service: ViewService, max_tasks: int = DEFAULT_MAX_TASKS, max_ro
     note = (f"Exported report ({generated}). " + "; ".join(counts) + ". Failed and lowest-reward rollouts come first;"
             " open the run folder with `gym-compose view` to see every rollout.")
     return {"mode": "export", "generated_at": generated, "runs": summaries, "tasks": tasks, "rollouts": rollouts,
-            "comparison": comparison, "note": note, "query_defaults": TaskQuery().__dict__}
+            "comparison": comparison, "note": note}
 
 
 def write_export(folders: list[Path], output: Path, max_tasks: int = DEFAULT_MAX_TASKS,

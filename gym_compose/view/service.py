@@ -14,7 +14,7 @@ import yaml
 
 from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, sortable
 from gym_compose.view.jsonl_index import JsonlIndex
-from gym_compose.view.run_model import Run, Task, _hashable
+from gym_compose.view.run_model import Run, Task, _hashable, prompt_of
 from gym_compose.view.trajectory import conversation, failed_rollout, failure_block
 
 STATUS_FILTERS = ("all", "failed", "imperfect", "perfect")
@@ -79,7 +79,7 @@ class ViewService:
     def __init__(self, folders: list[Path]):
         labels = _unique_labels(folders)
         self.runs = [Run(folder, label) for folder, label in zip(folders, labels)]
-        self._sent: dict[int, JsonlIndex] = {}
+        self._sent: dict[int, tuple[JsonlIndex, dict, int]] = {}
 
     def run(self, number: int) -> Run:
         if not 0 <= number < len(self.runs):
@@ -124,7 +124,16 @@ class ViewService:
         query = query.checked()
         selected = select_tasks(tasks, query)
         page = selected[query.start: query.start + query.length]
+        self.fill_prompts(number, page)
         return {"recordsTotal": len(tasks), "recordsFiltered": len(selected), "data": [task.to_json() for task in page]}
+
+    def fill_prompts(self, number: int, tasks: list[Task]) -> None:
+        """A task whose rollouts all failed has no answer line to take its prompt from: take it
+        from the rollout as sent."""
+        for task in tasks:
+            if task.prompt is None and task.cells and task.cells[0].status == "failed":
+                sent = self._sent_record(number, task.index, task.cells[0].rollout)
+                task.prompt = prompt_of(sent) if sent else None
 
     # -- one rollout ---------------------------------------------------------------------------
 
@@ -148,17 +157,21 @@ class ViewService:
         return failed_rollout(attempts or [record], self._sent_rollout(number, record))
 
     def _sent_rollout(self, number: int, failure: dict[str, Any]) -> dict[str, Any] | None:
+        return self._sent_record(number, failure.get(TASK_INDEX), failure.get(ROLLOUT_INDEX))
+
+    def _sent_record(self, number: int, task: Any, rollout: Any) -> dict[str, Any] | None:
         """The rollout as sent (rollouts_materialized_inputs.jsonl), indexed on first need."""
         run = self.run(number)
-        index = self._sent.get(number)
-        if index is None:
-            index = self._sent[number] = JsonlIndex(run.files.paths.materialized_inputs, identity_of)
+        sent = self._sent.get(number)
+        if sent is None:
+            sent = self._sent[number] = (JsonlIndex(run.files.paths.materialized_inputs, identity_of), {}, -1)
+        index, positions, generation = sent
         index.refresh()
-        wanted = (_hashable(failure.get(TASK_INDEX)), _hashable(failure.get(ROLLOUT_INDEX)))
-        for position, identity in enumerate(index.all_entries()):
-            if identity == wanted:
-                return index.read_record(position)
-        return None
+        if generation != index.generation:
+            positions = {identity: p for p, identity in reversed(list(enumerate(index.all_entries())))}
+            self._sent[number] = (index, positions, index.generation)
+        position = positions.get((_hashable(task), _hashable(rollout)))
+        return index.read_record(position) if position is not None else None
 
     # -- several runs side by side -------------------------------------------------------------
 

@@ -79,6 +79,7 @@ def test_task_page_filters_searches_sorts_and_pages(run_dir):
     service = service_for(run_dir)
     page = service.task_page(0, TaskQuery(status="failed"))
     assert [row["task"] for row in page["data"]] == [5] and page["recordsTotal"] == 8
+    assert page["data"][0]["prompt"] == "What is 7 * 8? (task 5)"  # no answer line: from what was sent
     assert [row["task"] for row in service.task_page(0, TaskQuery(search="(task 3)"))["data"]] == [3]
     by_mean = service.task_page(0, TaskQuery(order="mean", descending=True))["data"]
     assert by_mean[0]["mean"] == 1.0 and by_mean[-1]["mean"] is None  # only-failed tasks: worst
