@@ -7,7 +7,8 @@ Writes a synthetic run folder (--tasks x --repeats rollouts of a calculator-styl
 then --runs times: starts `gym-compose view` as a user does, opens the printed URL in headless
 Chromium (Debian's package, via Playwright) and waits for the first screen: the metric cards and
 the first page of the task table drawn (the page sets body[data-ready] then). Prints, per run,
-seconds until the URL was printed (indexing) and until the first screen, then the medians.
+seconds until the URL was printed (the server is up; the run is indexed meanwhile, while the
+browser loads the page) and until the first screen, then the medians.
 
 Baseline, measured in the same run: one pass of orjson.loads over every line of rollouts.jsonl,
 the least that any viewer which reads every rollout must spend; the ratio says what the viewer

@@ -339,7 +339,7 @@
       { data: "agent", title: "Agent", visible: summary.agents.length > 1, render: (v) => escapeHtml(v) },
       { data: "mean", title: "Mean reward", render: (v) => escapeHtml(fmt(v)) },
       { data: "rollouts", title: "Reward per rollout", orderable: false, render: (v) => chipsHtml(v, state.run) },
-      { data: "failed", title: "Failed", render: (v) => (v ? `<span class="reason">${v}</span>` : "0") },
+      { data: "failed", title: "Failed", render: (v) => (v ? `<span class="reason">${escapeHtml(v)}</span>` : "0") },
       { data: "note", title: "Failure reason", render: (v) => (v ? `<span class="reason">${escapeHtml(v)}</span>` : "") },
       { data: "prompt", title: "Prompt", className: "prompt-cell", render: (v) => escapeHtml(v || "") },
     ];
