@@ -136,7 +136,7 @@ def summarize_rollout(line: bytes, prompts: dict[tuple[str, Any], str | None]) -
     fields = _decode_rollout(line)
     task = fields.task if fields.task is not None else fields.task_id
     agent = _agent(fields)
-    key = (agent, _hashable(task))
+    key = (agent, hashable_key(task))
     if key not in prompts:
         prompts[key] = prompt_of({"responses_create_params": msgspec.json.decode(fields.params), "task_input": msgspec.json.decode(fields.task_input)})
     verdict = fields.failure_reason or fields.failure_kind
@@ -239,7 +239,6 @@ class Run:
         self.failures: JsonlIndex[FailureSummary] = JsonlIndex(self.files.paths.failures, summarize_failure)
         self._derived_for: tuple[int, int] | None = None
         self._tasks: list[Task] = []
-        self._task_by_key: dict[tuple[str, Any], Task] = {}
         self._figures_for: tuple | None = None
         self._figures: dict[str, Any] = {}
 
@@ -252,33 +251,29 @@ class Run:
     # -- tasks ---------------------------------------------------------------------------------
 
     def tasks(self) -> list[Task]:
-        """Tasks in index order (agents in order of first appearance), rebuilt when the files grew."""
+        """Tasks by task index (then agent), rebuilt when the files grew."""
         stamp = (self.rollouts.generation, self.failures.generation)
         if stamp != self._derived_for:
             with bulk_allocation():
-                self._tasks, self._task_by_key = self._group()
+                self._tasks = self._group()
             self._derived_for = stamp
         return self._tasks
 
-    def task(self, agent: str, index: Any) -> Task | None:
-        self.tasks()
-        return self._task_by_key.get((agent, _hashable(index)))
-
-    def _group(self) -> tuple[list[Task], dict[tuple[str, Any], Task]]:
+    def _group(self) -> list[Task]:
         by_key: dict[tuple[str, Any], Task] = {}
         prompts = self.rollouts.side
         answered: dict[tuple[Any, Any], RolloutCell] = {}
         for position, summary in enumerate(self.rollouts.all_entries()):
-            key = (summary.agent, _hashable(summary.task))
+            key = (summary.agent, hashable_key(summary.task))
             task = by_key.get(key)
             if task is None:
                 task = by_key[key] = Task(summary.agent, summary.task, prompts.get(key))
             cell = RolloutCell(f"r{position}", summary.rollout, summary.reward, "ok", summary.verdict)
             task.cells.append(cell)
-            answered[(key[1], _hashable(summary.rollout))] = cell
+            answered[(key[1], hashable_key(summary.rollout))] = cell
         latest_failure: dict[tuple[Any, Any], tuple[int, FailureSummary]] = {}
         for position, failure in enumerate(self.failures.all_entries()):
-            latest_failure[(_hashable(failure.task), _hashable(failure.rollout))] = (position, failure)
+            latest_failure[(hashable_key(failure.task), hashable_key(failure.rollout))] = (position, failure)
         for key, (position, failure) in latest_failure.items():
             cell = answered.get(key)
             if cell is not None:
@@ -294,12 +289,12 @@ class Run:
         for task in tasks:
             if len(task.cells) > 1:
                 task.cells.sort(key=lambda cell: sortable(cell.rollout))
-        return tasks, by_key
+        return tasks
 
     def failure_attempts(self, task: Any, rollout: Any) -> list[int]:
         """Positions in rollouts_failures.jsonl of every failed attempt of one rollout."""
-        key = (_hashable(task), _hashable(rollout))
-        return [p for p, f in enumerate(self.failures.all_entries()) if (_hashable(f.task), _hashable(f.rollout)) == key]
+        key = (hashable_key(task), hashable_key(rollout))
+        return [p for p, f in enumerate(self.failures.all_entries()) if (hashable_key(f.task), hashable_key(f.rollout)) == key]
 
     # -- figures -------------------------------------------------------------------------------
 
@@ -405,7 +400,7 @@ def _curve_name(kind: str) -> str:
     return f"{head}@k"
 
 
-def _hashable(value: Any) -> Any:
+def hashable_key(value: Any) -> Any:
     if type(value) is int or type(value) is str:
         return value
     return repr(value) if isinstance(value, (dict, list)) else value

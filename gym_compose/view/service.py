@@ -14,7 +14,7 @@ import yaml
 
 from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, sortable
 from gym_compose.view.jsonl_index import JsonlIndex
-from gym_compose.view.run_model import Run, Task, _hashable, prompt_of
+from gym_compose.view.run_model import Run, Task, hashable_key, prompt_of
 from gym_compose.view.trajectory import conversation, failed_rollout, failure_block
 
 STATUS_FILTERS = ("all", "failed", "imperfect", "perfect")
@@ -170,7 +170,7 @@ class ViewService:
         if generation != index.generation:
             positions = {identity: p for p, identity in reversed(list(enumerate(index.all_entries())))}
             self._sent[number] = (index, positions, index.generation)
-        position = positions.get((_hashable(task), _hashable(rollout)))
+        position = positions.get((hashable_key(task), hashable_key(rollout)))
         return index.read_record(position) if position is not None else None
 
     # -- several runs side by side -------------------------------------------------------------
@@ -212,7 +212,7 @@ _decode_identity = msgspec.json.Decoder(_Identity).decode
 
 def identity_of(line: bytes, side: dict) -> tuple[Any, Any]:
     fields = _decode_identity(line)
-    return (_hashable(fields.task), _hashable(fields.rollout))
+    return (hashable_key(fields.task), hashable_key(fields.rollout))
 
 
 def _search_text(row: dict[str, Any]) -> str:
@@ -251,7 +251,7 @@ def compare_rows(runs: list[Run]) -> list[dict[str, Any]]:
     rows: dict[Any, dict[str, Any]] = {}
     for number, run in enumerate(runs):
         for task in run.tasks():
-            key = (task.agent, _hashable(task.index)) if by_agent else _hashable(task.index)
+            key = (task.agent, hashable_key(task.index)) if by_agent else hashable_key(task.index)
             row = rows.get(key)
             if row is None:
                 row = rows[key] = {"task": task.index, "agent": task.agent if by_agent else None,
