@@ -42,19 +42,19 @@ class RangeResult:
     side: dict
 
 
-def index_lines(data: bytes, base: int, summarize: Summarize, side: dict) -> RangeResult:
-    """Summarize `data` (whole lines, each ending with a newline) found at byte `base`."""
+def index_lines(lines: list[bytes], base: int, summarize: Summarize, side: dict) -> RangeResult:
+    """Summarize whole lines (each ending with a newline) that start at byte `base`."""
     result = RangeResult([], [], 0, [], side)
     offset = base
-    for line in data.split(b"\n")[:-1]:
+    for line in lines:
         result.lines += 1
-        if line.strip():
+        if len(line) > 1 and not line.isspace():
             try:
                 result.entries.append(summarize(line, side))
                 result.offsets.append(offset)
             except ValueError as error:  # not JSON, or not an object (orjson's and msgspec's errors are ValueErrors)
                 result.bad_lines.append(BadLine(result.lines, str(error)))
-        offset += len(line) + 1
+        offset += len(line)
     return result
 
 
@@ -132,21 +132,20 @@ class JsonlIndex(Generic[T]):
     def _read_from(self, f, size: int) -> None:
         self._tail = None
         f.seek(self._committed)
-        position = self._committed
-        carry = b""
-        while position < size:
-            chunk = f.read(min(READ_CHUNK, size - position))
-            if not chunk:
-                break  # the file was cut while we read; the next refresh starts over
-            position += len(chunk)
-            data = carry + chunk
-            end = data.rfind(b"\n") + 1
-            if end:
-                self._merge(index_lines(data[:end], self._committed, self.summarize, self.side),
-                            self._committed + end)
-            carry = data[end:]
-        if carry.strip():
-            try:
-                self._tail = (self._committed, self.summarize(carry, self.side))
-            except ValueError:
-                pass  # a line still being written
+        while True:
+            lines = f.readlines(READ_CHUNK)  # whole lines, about READ_CHUNK bytes of them
+            if not lines:
+                return
+            last = lines[-1]
+            if not last.endswith(b"\n"):  # the end of the file: a line still being written, or torn
+                lines.pop()
+                if lines:
+                    self._merge(index_lines(lines, self._committed, self.summarize, self.side),
+                                self._committed + sum(map(len, lines)))
+                if last.strip():
+                    try:
+                        self._tail = (self._committed, self.summarize(last, self.side))
+                    except ValueError:
+                        pass  # not a complete value yet
+                return
+            self._merge(index_lines(lines, self._committed, self.summarize, self.side), self._committed + sum(map(len, lines)))
