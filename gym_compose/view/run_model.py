@@ -182,13 +182,18 @@ def bulk_allocation():
 
 @dataclass(slots=True)
 class RolloutCell:
-    """One rollout of a task in the table: a success row ("r<n>") or its failed attempts ("f<n>")."""
+    """One rollout of a task in the table: line `position` of rollouts.jsonl (id "r<n>"), or,
+    for a rollout that never got an answer, of rollouts_failures.jsonl (its latest attempt, "f<n>")."""
 
-    id: str
+    position: int
     rollout: Any
     reward: float | None
     status: str  # "ok", "failed" (no answer row), "retried" (answered after failed attempts)
     note: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{'f' if self.status == 'failed' else 'r'}{self.position}"
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "i": self.rollout, "reward": self.reward, "status": self.status, "note": self.note}
@@ -270,7 +275,7 @@ class Run:
             task = by_key.get(key)
             if task is None:
                 task = by_key[key] = Task(summary.agent, summary.task, prompts.get(key))
-            cell = RolloutCell(f"r{position}", summary.rollout, summary.reward, "ok", summary.verdict)
+            cell = RolloutCell(position, summary.rollout, summary.reward, "ok", summary.verdict)
             task.cells.append(cell)
             answered[(key[1], hashable_key(summary.rollout))] = cell
         latest_failure: dict[tuple[Any, Any], tuple[int, FailureSummary]] = {}
@@ -286,7 +291,7 @@ class Run:
             task = by_key.get(task_key)
             if task is None:
                 task = by_key[task_key] = Task(failure.agent, failure.task, prompts.get(task_key))
-            task.cells.append(RolloutCell(f"f{position}", failure.rollout, None, "failed", failure.message))
+            task.cells.append(RolloutCell(position, failure.rollout, None, "failed", failure.message))
         tasks = sorted(by_key.values(), key=lambda t: (sortable(t.index), t.agent))
         for task in tasks:
             if len(task.cells) > 1:
@@ -367,7 +372,7 @@ class Run:
         rollouts = self.rollouts.all_entries()
         for task in tasks:
             scored = [
-                {"reward": cell.reward, "extracted_answer": rollouts[int(cell.id[1:])].answer}
+                {"reward": cell.reward, "extracted_answer": rollouts[cell.position].answer}
                 for cell in task.cells if cell.reward is not None
             ]
             by_agent.setdefault(task.agent, []).append(scored)
