@@ -80,6 +80,7 @@ class ViewService:
         labels = _unique_labels(folders)
         self.runs = [Run(folder, label) for folder, label in zip(folders, labels)]
         self._sent: dict[int, tuple[JsonlIndex, dict, int]] = {}
+        self._manifests: dict[int, tuple[dict, dict]] = {}
 
     def run(self, number: int) -> Run:
         if not 0 <= number < len(self.runs):
@@ -107,12 +108,19 @@ class ViewService:
                 for entry in run.files.aggregate_metrics()
             ],
             "progress": run.files.progress(),
-            "manifest": manifest_view(run.files.manifest()),
+            "manifest": self._manifest_view(number),
             "histogram": run.reward_histogram(),
             "pass_at_k": run.pass_at_k(),
             "failure_groups": run.failure_groups(),
             "agents": sorted({task.agent for task in run.tasks()}),
         }
+
+    def _manifest_view(self, number: int) -> dict[str, Any]:
+        manifest = self.run(number).files.manifest()  # the same object until the file changes
+        cached = self._manifests.get(number)
+        if cached is None or cached[0] is not manifest:
+            cached = self._manifests[number] = (manifest, manifest_view(manifest))
+        return cached[1]
 
     def summaries(self) -> list[dict[str, Any]]:
         return [self.summary(number) for number in range(len(self.runs))]
