@@ -146,6 +146,10 @@ def serve(folders: list[Path], host: str = "127.0.0.1", port: int = 0, open_brow
         for run in service.runs:
             print(f"{run.label}: {len(run.rollouts)} rollouts, {len(run.failures)} failed attempts", file=sys.stderr)
         print(f"indexed in {time.monotonic() - started:.1f}s", file=sys.stderr)
+        try:
+            service.warm_sent_inputs()  # the prompts of tasks that never got an answer, for later pages
+        except (OSError, ValueError):
+            pass  # shown as a missing prompt; opening such a rollout reports the error itself
 
     app = create_app(service, indexed)
     sock = bind(host, port)

@@ -5,6 +5,7 @@ answer from here, so the live page and the exported file show the same things.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,7 @@ class ViewService:
         self.runs = [Run(folder, label) for folder, label in zip(folders, labels)]
         self._sent: dict[int, tuple[JsonlIndex, dict, int]] = {}
         self._manifests: dict[int, tuple[dict, dict]] = {}
+        self._sent_lock = threading.Lock()  # the server's start-up thread indexes these too
 
     def run(self, number: int) -> Run:
         if not 0 <= number < len(self.runs):
@@ -132,16 +134,31 @@ class ViewService:
         query = query.checked()
         selected = select_tasks(tasks, query)
         page = selected[query.start: query.start + query.length]
-        self.fill_prompts(number, page)
+        self.fill_prompts(number, page, wait=False)
         return {"recordsTotal": len(tasks), "recordsFiltered": len(selected), "data": [task.to_json() for task in page]}
 
-    def fill_prompts(self, number: int, tasks: list[Task]) -> None:
+    def fill_prompts(self, number: int, tasks: list[Task], wait: bool = True) -> None:
         """A task whose rollouts all failed has no answer line to take its prompt from: take it
-        from the rollout as sent."""
-        for task in tasks:
-            if task.prompt is None and task.cells and task.cells[0].status == "failed":
+        from the rollout as sent. With wait=False, only when that file is indexed already (the
+        first screen of a large run must not wait for it; warm_sent_inputs indexes it meanwhile)."""
+        needed = [t for t in tasks if t.prompt is None and t.cells and t.cells[0].status == "failed"]
+        if not needed or not self._sent_lock.acquire(blocking=wait):
+            return
+        try:
+            if not wait and self._sent_is_stale(number):
+                return
+            for task in needed:
                 sent = self._sent_record(number, task.index, task.cells[0].rollout)
                 task.prompt = prompt_of(sent) if sent else None
+        finally:
+            self._sent_lock.release()
+
+    def warm_sent_inputs(self) -> None:
+        """Index rollouts_materialized_inputs.jsonl of every run with failed rollouts (server start)."""
+        for number, run in enumerate(self.runs):
+            if any(task.failed for task in run.tasks()):
+                with self._sent_lock:
+                    self._sent_positions(number)
 
     # -- one rollout ---------------------------------------------------------------------------
 
@@ -165,19 +182,28 @@ class ViewService:
         return failed_rollout(attempts or [record], self._sent_rollout(number, record))
 
     def _sent_rollout(self, number: int, failure: dict[str, Any]) -> dict[str, Any] | None:
-        return self._sent_record(number, failure.get(TASK_INDEX), failure.get(ROLLOUT_INDEX))
+        with self._sent_lock:
+            return self._sent_record(number, failure.get(TASK_INDEX), failure.get(ROLLOUT_INDEX))
 
-    def _sent_record(self, number: int, task: Any, rollout: Any) -> dict[str, Any] | None:
-        """The rollout as sent (rollouts_materialized_inputs.jsonl), indexed on first need."""
-        run = self.run(number)
+    def _sent_is_stale(self, number: int) -> bool:
+        sent = self._sent.get(number)
+        return sent is None or sent[0].generation != sent[2]
+
+    def _sent_positions(self, number: int) -> tuple[JsonlIndex, dict]:
+        """rollouts_materialized_inputs.jsonl indexed by (task, rollout); call with _sent_lock held."""
         sent = self._sent.get(number)
         if sent is None:
-            sent = self._sent[number] = (JsonlIndex(run.files.paths.materialized_inputs, identity_of), {}, -1)
+            sent = (JsonlIndex(self.run(number).files.paths.materialized_inputs, identity_of), {}, -1)
         index, positions, generation = sent
         index.refresh()
         if generation != index.generation:
             positions = {identity: p for p, identity in reversed(list(enumerate(index.all_entries())))}
-            self._sent[number] = (index, positions, index.generation)
+        self._sent[number] = (index, positions, index.generation)
+        return index, positions
+
+    def _sent_record(self, number: int, task: Any, rollout: Any) -> dict[str, Any] | None:
+        """The rollout as sent; call with _sent_lock held."""
+        index, positions = self._sent_positions(number)
         position = positions.get((hashable_key(task), hashable_key(rollout)))
         return index.read_record(position) if position is not None else None
 

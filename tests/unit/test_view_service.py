@@ -79,6 +79,9 @@ def test_task_page_filters_searches_sorts_and_pages(run_dir):
     service = service_for(run_dir)
     page = service.task_page(0, TaskQuery(status="failed"))
     assert [row["task"] for row in page["data"]] == [5] and page["recordsTotal"] == 8
+    assert page["data"][0]["prompt"] is None  # a page never waits for rollouts_materialized_inputs.jsonl
+    service.warm_sent_inputs()  # the server does this after its first indexing
+    page = service.task_page(0, TaskQuery(status="failed"))
     assert page["data"][0]["prompt"] == "What is 7 * 8? (task 5)"  # no answer line: from what was sent
     assert [row["task"] for row in service.task_page(0, TaskQuery(search="(task 3)"))["data"]] == [3]
     by_mean = service.task_page(0, TaskQuery(order="mean", descending=True))["data"]
