@@ -22,6 +22,7 @@ from gym_compose.cli_options import (
     with_stack,
 )
 from gym_compose.errors import UserError
+from gym_compose.paths import require_project_files
 
 HELP = """Run NeMo Gym-style RL environments and benchmarks as a docker-compose project.
 
@@ -137,6 +138,37 @@ def list_components(search_dir: SearchDirOpt = None) -> None:
     list_command(list(search_dir or []))
 
 
+@app.command()
+def view(
+    run_dirs: Annotated[Optional[list[Path]], typer.Argument(
+        metavar="RUN_DIR", show_default=False,
+        help="Run folders (what `up`/`eval run` printed after `results:`); several are shown side by side. "
+        "Default: the latest run under --results-dir.")] = None,
+    export: Annotated[Optional[Path], typer.Option(
+        "--export", metavar="FILE.html",
+        help="Write one self-contained HTML file (opens with no server and no network) instead of serving.")] = None,
+    port: Annotated[int, typer.Option("--port", help="Port to serve on (default: a free one, printed).")] = 0,
+    host: Annotated[str, typer.Option("--host", help="Address to serve on; keep the default unless you mean to share the page.")] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the default web browser.")] = False,
+    results_dir: Annotated[Path, typer.Option("--results-dir", help="Where to look for the latest run when no RUN_DIR is given.")] = Path("results"),
+    max_tasks: Annotated[int, typer.Option("--max-tasks", min=1, help="--export: tasks per run in the table (failed and lowest-reward first).")] = 2000,
+    max_rollouts: Annotated[int, typer.Option("--max-rollouts", min=1, help="--export: rollouts whose trajectories the file holds (failed and lowest-reward first).")] = 300,
+) -> None:
+    """Look at runs in a web page: metrics, manifest, reward histogram, pass@k, tasks, trajectories.
+
+    Serves the page on 127.0.0.1 at a free port (printed) until Ctrl-C; reload the page to see
+    rollouts a running collection added since. With --export, writes one HTML file instead.
+    """
+    from gym_compose.view import export_report, serve
+    from gym_compose.view.run_folder import resolve_run_folders
+
+    folders = resolve_run_folders(list(run_dirs or []), results_dir)
+    if export is not None:
+        export_report(folders, export, max_tasks=max_tasks, max_rollouts=max_rollouts)
+        return
+    serve(folders, host=host, port=port, open_browser=open_browser)
+
+
 @eval_app.command("run", context_settings=STACK_COMMAND)
 @with_config
 @with_stack
@@ -175,6 +207,7 @@ def _terminate(signum, frame) -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
+        require_project_files()
         code = app(standalone_mode=False)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
