@@ -59,7 +59,8 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
     host_yaml = yaml.safe_dump(stack.host_config, sort_keys=False)
     labels = {PROJECT_LABEL: stack.project}
     services = {
-        service.name: _server_service(stack, service, images, network_yaml, host_yaml, labels, options)
+        service.name: _engine_service(service, images, labels) if service.role == "engine"
+        else _server_service(stack, service, images, network_yaml, host_yaml, labels, options)
         for service in stack.services
     }
     if collector is not None:
@@ -71,6 +72,8 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
     }
     if stack.secrets:
         model["secrets"] = {name: {"file": f"./secrets/{name}"} for name in sorted(stack.secrets)}
+    if stack.volumes:  # caches kept across runs: created by `up` (docker volume create NAME), never removed
+        model["volumes"] = {key: {"name": name, "external": True} for key, name in sorted(stack.volumes.items())}
     return model
 
 
@@ -92,6 +95,8 @@ def write_project(
             path.chmod(0o644)
     compose_file = out_dir / COMPOSE_FILE
     text = "# Rendered by gym-compose; run it with: docker compose -f compose.yaml up --wait\n"
+    for name in sorted(set(stack.volumes.values())):
+        text += f"# It uses the volume {name}, kept across runs: create it once with `docker volume create {name}`\n"
     text += dump_yaml(compose_model(stack, images, collector, options))
     tmp = compose_file.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -137,6 +142,17 @@ def _server_service(
     environment.update({str(k): str(v) for k, v in (overrides.pop("environment", None) or {}).items()})
     spec["environment"] = environment
     spec.update(overrides)
+    return spec
+
+
+def _engine_service(service: Service, images: dict[str, str], labels: dict) -> dict[str, Any]:
+    """An inference engine from its own image: runs as that image wants (root, writable), with
+    the GPUs and cache the plan gave it; no config, no secrets."""
+    spec: dict[str, Any] = {"image": images.get(service.name, service.image), "restart": "no",
+                            "labels": {**labels, "io.gym-compose.role": "engine"},
+                            "security_opt": ["no-new-privileges:true"], "stop_grace_period": "30s"}
+    spec.update(copy.deepcopy(service.compose))
+    spec["networks"] = [NETWORK]
     return spec
 
 

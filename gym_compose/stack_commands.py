@@ -19,6 +19,7 @@ from gym_compose.config import LoadedConfig, load
 from gym_compose.config.request import ConfigRequest
 from gym_compose.engine.build import build_stack_images
 from gym_compose.engine.compose import (
+    ensure_volume,
     ComposeProject,
     ServiceState,
     labelled_projects,
@@ -26,6 +27,7 @@ from gym_compose.engine.compose import (
     supports_start_interval,
 )
 from gym_compose.errors import UserError
+from gym_compose.inference_engines import CACHE_LABEL
 from gym_compose.plan import Stack, StackOptions, plan_stack
 from gym_compose.render import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
 
@@ -116,6 +118,8 @@ def start_servers(stack: Stack, project: ComposeProject) -> None:
     say(f"starting {len(stack.services)} services of project {stack.project!r} ...")
     started = time.monotonic()
     try:
+        for volume in stack.volumes.values():
+            ensure_volume(volume, f"{CACHE_LABEL}=model")
         project.up(wait_timeout_seconds(stack), services=[s.name for s in stack.services])
         say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
         print_services(project.ps())

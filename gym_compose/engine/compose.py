@@ -152,6 +152,11 @@ class ComposeProject:
                 "--pull", "never", service, *(extra or [])]
 
 
+def ensure_volume(name: str, label: str) -> None:
+    """A named volume kept across runs (a model cache): created when missing, never removed by down."""
+    run_docker(["volume", "create", "--label", label, name], timeout=60, retries=2)
+
+
 def labelled_projects() -> list[str]:
     """Names of the projects that have at least one container carrying gym-compose's label."""
     result = run_docker(["ps", "-a", "--filter", f"label={PROJECT_LABEL}",

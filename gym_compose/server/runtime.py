@@ -103,8 +103,10 @@ class ServerApp:
                 return message
             return await self.inner(scope, hooked_receive, send)
         if scope["type"] == "http" and scope["path"] == READY_PATH:
-            ready = self.readiness.ready
-            body = dumps({"ready": True} if ready else {"ready": False, "reason": self.readiness.reason})
+            own_reason = self.server.not_ready_reason() if self.server is not None else None
+            ready = self.readiness.ready and own_reason is None
+            reason = self.readiness.reason if not self.readiness.ready else own_reason
+            body = dumps({"ready": True} if ready else {"ready": False, "reason": reason})
             await send({"type": "http.response.start", "status": 200 if ready else 503,
                         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
