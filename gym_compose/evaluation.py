@@ -109,14 +109,14 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
         outcome = CollectorOutcome(1)  # from here on the run folder is the run's, whatever happens
         outcome = _run_collector(project, run_dir, [s.name for s in stack.services])
     except BaseException:
+        if outcome is not None and project is not None:  # before `down` forgets the compose file
+            _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
         if serve and not keep and project is not None:
             down_quietly(project)
         if outcome is None and created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    finally:
-        if outcome is not None and project is not None:
-            _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
+    _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
     _print_summary(run_dir)
     print(f"results: {run_dir}")
     if serve and not keep:
@@ -289,8 +289,7 @@ def _run_collector(project: ComposeProject, run_dir: Path, services: list[str]) 
     if code not in (0, 1) or (code == 1 and not (run_dir / "rollouts_failures.jsonl").exists()):
         say(f"error: the collector exited with {code}; its output:")
         say(log_path.read_text(errors="replace")[-3000:].rstrip())
-        if code:
-            collector.check()  # the engine's own explanation, when it has one (daemon gone, ...)
+        collector.check(engine_only=True)  # the engine's own explanation, when it has one (daemon gone, ...)
     return CollectorOutcome(code)
 
 
@@ -324,7 +323,7 @@ def _watch(project: ComposeProject, collector: DockerProcess, run_dir: Path, ser
             for state in check.dead:
                 if state.state != "missing":
                     say(f"  last log lines of {state.service}:")
-                    say("\n".join(indented_log(project, state.service)))
+                    say("\n".join(indented_log(project, state.service)) or "      (none)")
             collector.tell({"stop": reason})
             collector.close_stdin()
             return reason

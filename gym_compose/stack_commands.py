@@ -198,7 +198,7 @@ def down_command(project_name: str) -> None:
     removed = project.down()
     forget_project(project_name)
     if removed:
-        say(f"removed project {project_name!r} ({removed.describe()}); results folders are kept")
+        say(f"removed project {project_name!r} ({removed.count()}); results folders are kept")
     else:
         say(f"project {project_name!r} had nothing to remove")
 

@@ -10,11 +10,12 @@ and nobody would read what we do next. So a collector never outlives the command
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import IO
 
 import orjson
 
@@ -57,7 +58,7 @@ def stop_reason(line: bytes) -> str | None:
     return None
 
 
-def watch_lease(stop: RunStop, loop: asyncio.AbstractEventLoop, stream: BinaryIO | None = None) -> threading.Thread:
+def watch_lease(stop: RunStop, loop: asyncio.AbstractEventLoop, stream: IO | None = None) -> threading.Thread:
     """Read the lease in a thread; each event is handed to the loop."""
 
     def hand_over(reason: str | None) -> None:
@@ -67,12 +68,23 @@ def watch_lease(stop: RunStop, loop: asyncio.AbstractEventLoop, stream: BinaryIO
             pass
 
     def read() -> None:
-        source = stream if stream is not None else sys.stdin.buffer
-        for line in source:
-            reason = stop_reason(line)
-            if reason is not None:
-                print(f"collect: stopping: {reason}", file=sys.stderr, flush=True)
-                hand_over(reason)
+        # raw reads of the descriptor: a thread blocked in a buffered read holds the buffer's lock,
+        # which the interpreter would wait for at exit
+        fd = (stream if stream is not None else sys.stdin).fileno()
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                reason = stop_reason(line)
+                if reason is not None:
+                    print(f"collect: stopping: {reason}", file=sys.stderr, flush=True)
+                    hand_over(reason)
         print("collect: the host closed the lease; stopping (finished rollouts are saved)", file=sys.stderr, flush=True)
         hand_over(None)
 

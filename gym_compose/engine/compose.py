@@ -75,6 +75,11 @@ class Leftovers:
     def __bool__(self) -> bool:
         return bool(self.containers or self.networks or self.volumes)
 
+    def count(self) -> str:
+        """`5 containers, 1 network`."""
+        counts = [(len(self.containers), "container"), (len(self.networks), "network"), (len(self.volumes), "volume")]
+        return ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for n, kind in counts if n)
+
     def describe(self) -> str:
         parts = [f"{kind} {', '.join(names)}" for kind, names in
                  (("containers", self.containers), ("networks", self.networks), ("volumes", self.volumes)) if names]

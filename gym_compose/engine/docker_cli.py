@@ -249,11 +249,12 @@ class DockerProcess:
         code = self._popen.poll()
         return DockerResult(self.args, -1 if code is None else code, "", "\n".join(self._tail))
 
-    def check(self) -> None:
-        """Raise the engine's own explanation (daemon down, permission), or DockerCommandError."""
+    def check(self, engine_only: bool = False) -> None:
+        """Raise the engine's own explanation (daemon down, permission), or else, unless
+        `engine_only` (the command's status is its own business), DockerCommandError."""
         result = self.result()
         _raise_if_engine_unusable(result)
-        if not result.ok:
+        if not result.ok and not engine_only:
             raise DockerCommandError(result)
 
 
