@@ -20,6 +20,7 @@ from gym_compose.collect.rows import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_
 REQUEST_FAILED = "agent_request_failed"  # no answer, or a gateway status: the rollout may not have run
 RUN_ERROR = "agent_run_error"  # the server answered with an error: the rollout ran and broke
 ENVIRONMENT_FAILURE = "environment_server_failure"  # an episode reply that carries a `failure`
+FAILURE_CLASS = "_ng_failure_class"
 SERVER_EXITED = "server_exited"  # in flight when the host saw a server of the stack die
 NOT_RUN_STATUSES = frozenset({429, 502, 503, 504})
 MAX_BODY_CHARS = 2000
@@ -142,7 +143,7 @@ def failure_row(row: dict[str, Any], server: EnvironmentServer, failure_class: s
     record = stamp_identity({}, row)
     record.setdefault(ATTEMPT_INDEX, 0)
     record[ENVIRONMENT_SERVER] = server.instance
-    record["_ng_failure_class"] = failure_class
+    record[FAILURE_CLASS] = failure_class
     record["_ng_failure_type"] = error_type
     record["_ng_failure_message"] = message
     record["_ng_failure_http_status"] = status
