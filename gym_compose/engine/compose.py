@@ -203,8 +203,9 @@ class ComposeProject:
         before. Raises UserError naming whatever is still there afterwards."""
         before = self.leftovers()
         self.remove_one_off()  # Compose's down leaves them running, and their network with them
-        run_docker(
-            [*self.compose_args(), "down", "--volumes", "--remove-orphans", "--timeout", "5"], timeout=120, retries=2
+        compose_down = run_docker(
+            [*self.compose_args(), "down", "--volumes", "--remove-orphans", "--timeout", "5"], timeout=120, retries=2,
+            check=False,
         )
         after = self.leftovers()
         if after:  # e.g. a container created while we were removing the others
@@ -216,8 +217,10 @@ class ComposeProject:
                 run_docker(["volume", "rm", "--force", volume], timeout=60, check=False)
             after = self.leftovers()
         if after:
+            said = compose_down.stderr or compose_down.stdout
             raise UserError(
-                f"project {self.name!r} is not fully removed; still there: {after.describe()}",
+                f"project {self.name!r} is not fully removed; still there: {after.describe()}"
+                + (f"\n{indented_tail(said, 5)}" if not compose_down.ok else ""),
                 hint="see `docker ps -a` / `docker network inspect NAME` for what holds them, "
                 f"then run `gym-compose down -p {self.name}` again",
             )

@@ -99,6 +99,8 @@ class PeerClient:
                                            f"{self.connect_retry_seconds:g} s)") from None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
+            except ConnectionError as error:  # the peer went away mid-call (killed, restarted)
+                raise type(error)(f"{server_name} dropped the connection during {method} {path} ({error})") from None
 
     async def post(self, server_name: str, path: str, **kwargs) -> HttpResponse:
         return await self.request(server_name, path, "POST", **kwargs)

@@ -15,7 +15,7 @@ from typing import Optional
 
 TIME_LEFT_HEADER = "x-gym-time-left"
 _RAW_HEADER = TIME_LEFT_HEADER.encode()
-MIN_MARGIN_SECONDS = 1.0
+MIN_MARGIN_SECONDS = 2.0
 MARGIN_FRACTION = 0.02
 
 _deadline: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("gym_time_deadline", default=None)

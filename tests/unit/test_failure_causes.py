@@ -59,10 +59,10 @@ def test_the_time_budget_shrinks_at_each_hop_so_the_innermost_call_times_out_fir
     import asyncio
 
     first = asyncio.run(one_hop())
-    assert 8.5 < first < 9.0  # 10 s less a 1 s margin
+    assert 7.5 < first < 8.0  # 10 s less a 2 s margin
     scope = {"headers": [(b"x-gym-time-left", f"{first}".encode())]}
     second = asyncio.run(one_hop())
-    assert second < first - 0.9
+    assert second < first - 1.9
     assert asyncio.run(_no_header()) == 42.0  # no budget: the configured timeout
     assert dispatch.TIME_LEFT_HEADER == time_budget.TIME_LEFT_HEADER  # both sides of the container boundary
 
