@@ -169,7 +169,8 @@ def eval_prepare(request) -> None:
     prepare_datasets(request)
 
 
-INTERRUPTED_BY = {"signal": signal.SIGINT}
+INTERRUPTED_BY: dict[str, int] = {"signal": signal.SIGINT}
+INTERRUPTED = 130  # what typer (or click) makes of a KeyboardInterrupt
 
 
 def _terminate(signum, frame) -> None:
@@ -191,6 +192,7 @@ def _usage_error_types() -> tuple[type[Exception], ...]:
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
     try:
         code = app(standalone_mode=False, prog_name="gym-compose")
     except UserError as error:
@@ -199,12 +201,11 @@ def main() -> None:
     except OSError as error:  # a file we could not read or write: say which, no traceback
         print(f"error: {error.strerror or error}" + (f": {error.filename}" if error.filename else ""), file=sys.stderr)
         sys.exit(1)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        sys.exit(128 + INTERRUPTED_BY["signal"])
+    except (typer.Abort, KeyboardInterrupt):  # click turns a KeyboardInterrupt into Abort
+        code = INTERRUPTED
     except _usage_error_types() as error:  # a usage error: one line, with typer's usage hint; exit 2
         error.show()
         sys.exit(error.exit_code)
+    if code == INTERRUPTED:  # typer 0.2x makes a KeyboardInterrupt exit 130: say which signal it was
+        code = 128 + INTERRUPTED_BY["signal"]
     sys.exit(code if isinstance(code, int) else 0)

@@ -43,6 +43,7 @@ from gym_compose.stack_commands import (
     say,
     start_servers,
     stop_and_remove,
+    uninterruptible,
 )
 
 INPUT_FILE = "input.jsonl"
@@ -279,7 +280,8 @@ def _run_collector(project: ComposeProject, run_dir: Path, services: list[str]) 
         except KeyboardInterrupt:
             display.close()
             say("\ninterrupted: stopping the collector; finished rollouts are saved (rerun with --resume)")
-            _stop_collector(project, collector)
+            with uninterruptible():
+                _stop_collector(project, collector)
             raise
         finally:
             display.update(read_progress(run_dir))

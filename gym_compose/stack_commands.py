@@ -11,6 +11,8 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,11 +167,22 @@ def attach(project: ComposeProject, services: list[str]) -> None:
         raise UserError("a server died; the stack was stopped", hint="see the log lines above", exit_code=1)
 
 
-def stop_and_remove(project: ComposeProject) -> None:
-    """Stop with a grace period, name what had to be killed, remove everything; a second Ctrl-C
-    during this is ignored so that nothing is left half-removed."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+@contextmanager
+def uninterruptible() -> Iterator[None]:
+    """A clean-up that a second Ctrl-C (or SIGTERM, SIGHUP) must not leave half-done; every step
+    of it has a timeout, so it ends."""
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in stopping}
     try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def stop_and_remove(project: ComposeProject) -> None:
+    """Stop with a grace period, name what had to be killed, remove everything."""
+    with uninterruptible():
         try:
             project.stop(STOP_GRACE_SECONDS)
             killed = [s.service for s in project.ps() if s.exit_code == 137]
@@ -178,8 +191,6 @@ def stop_and_remove(project: ComposeProject) -> None:
         except UserError as error:
             say(f"warning: could not stop the stack gracefully: {error}")
         down_quietly(project)
-    finally:
-        signal.signal(signal.SIGINT, previous)
     say("gym-compose finished")
 
 
@@ -249,7 +260,8 @@ def print_services(states: list[ServiceState]) -> None:
 
 def down_quietly(project: ComposeProject) -> None:
     try:
-        project.down()
+        with uninterruptible():
+            project.down()
     except Exception as error:  # the original failure matters more than a failed clean-up
         say(f"warning: could not remove the stack: {error}; run `gym-compose down -p {project.name}`")
     else:

@@ -99,9 +99,14 @@ def healthy(name: str) -> bool:
     return state == "healthy"
 
 
-def running_servers(project: str) -> int:
-    return len(subprocess.run(["docker", "ps", "-q", "--filter", f"label=io.gym-compose.project={project}"],
-                              capture_output=True, text=True, timeout=60).stdout.split())
+def settled(project: str) -> bool:
+    """The project's containers and their states read the same twice, a second apart."""
+    def states() -> str:
+        return subprocess.run(["docker", "ps", "-a", "--filter", f"label=io.gym-compose.project={project}",
+                               "--format", "{{.Names}} {{.State}}"], capture_output=True, text=True, timeout=60).stdout
+    first = states()
+    time.sleep(1)
+    return states() == first
 
 
 def start_cli(*args: str, cwd: Path) -> subprocess.Popen:
@@ -130,7 +135,7 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
              "++peer_request_timeout_seconds=4"]
     up = gym_compose("up", "-d", *stack, cwd=tmp_path)
     assert up.returncode == 0, up.stderr
-    total = 400
+    total = 300
     no_serve = ["eval", "run", "--no-serve", *stack]
     collect = [*no_serve, "--input", str(rows_file(tmp_path, total)), "--run-name", "main",
                "--num-samples-in-parallel", "8"]
@@ -181,6 +186,7 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
     failures = read_jsonl(folder / "rollouts_failures.jsonl")
     assert failures and len(failures) + complete_lines(folder / "rollouts.jsonl") == paused_rows
     assert all(f["_ng_failure_message"].startswith("policy_model did not answer POST /v1/responses") for f in failures)
+    wait_for(lambda: healthy(container(project, "policy-model")), "the model to be healthy again")
     resumed = gym_compose(*few, "--resume", cwd=tmp_path, timeout=WAIT_S)
     assert resumed.returncode == 0, resumed.stderr
     assert_every_rollout_once(folder, paused_rows)
@@ -241,10 +247,11 @@ def test_a_dying_cli_and_a_paused_collector_leave_nothing_after_down(project, tm
     wait_for(lambda: labelled("container", project) or cli.poll() is not None, "containers to be created")
     cli.send_signal(signal.SIGKILL)
     cli.communicate(timeout=WAIT_S)
-    # its `compose up` lives on for a moment and finishes creating the stack
-    wait_for(lambda: running_servers(project) == len(SERVERS), "the orphaned start to finish")
+    # its `compose up` may live on for a moment (or die of the broken pipe): let the project settle
+    wait_for(lambda: settled(project), "the orphaned start to settle")
+    created = len(labelled("container", project))
     interrupted_down = start_cli("down", "-p", project, cwd=tmp_path)
-    wait_for(lambda: interrupted_down.poll() is not None or running_servers(project) < len(SERVERS),
+    wait_for(lambda: interrupted_down.poll() is not None or len(labelled("container", project)) < created,
              "down to begin removing", timeout=60)
     interrupted_down.send_signal(signal.SIGKILL)
     interrupted_down.communicate(timeout=WAIT_S)
