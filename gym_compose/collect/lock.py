@@ -12,7 +12,6 @@ import fcntl
 import os
 import socket
 import sys
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 

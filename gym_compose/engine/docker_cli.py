@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import signal
+import subprocess
 import threading
 import time
 from collections import deque

@@ -56,7 +56,7 @@ def requests_seen(path: Path) -> int:
 
 
 @pytest.fixture
-def hanging_server(servers, tmp_path, monkeypatch):
+def hanging_server(servers, tmp_path, monkeypatch):  # noqa: F811
     """A fake environment server that never answers; `.seen` counts the requests it got."""
     seen = tmp_path / "seen"
     monkeypatch.setenv("FAKE_SERVER_SEEN", str(seen))
@@ -65,7 +65,7 @@ def hanging_server(servers, tmp_path, monkeypatch):
     return port, seen
 
 
-def test_a_stop_line_on_the_lease_fails_the_rollouts_in_flight_with_the_reason(servers, hanging_server, tmp_path):
+def test_a_stop_line_on_the_lease_fails_the_rollouts_in_flight_with_the_reason(servers, hanging_server, tmp_path):  # noqa: F811
     hanging, seen = hanging_server
     rows = write_rows(tmp_path / "rows.jsonl", 20)
     out = tmp_path / "out"
@@ -99,7 +99,7 @@ def test_the_end_of_the_lease_stops_the_collector_and_records_nothing_for_rollou
     assert json.loads((out / "progress.json").read_text())["finished"] is True
 
 
-def test_a_live_writer_is_refused_by_name_and_a_dead_ones_lock_is_taken_over(servers, hanging_server, tmp_path):
+def test_a_live_writer_is_refused_by_name_and_a_dead_ones_lock_is_taken_over(servers, hanging_server, tmp_path):  # noqa: F811
     hanging, _ = hanging_server
     rows = write_rows(tmp_path / "rows.jsonl", 6)
     out = tmp_path / "out"
@@ -122,7 +122,7 @@ def test_a_live_writer_is_refused_by_name_and_a_dead_ones_lock_is_taken_over(ser
     assert sorted(keys(read_jsonl(out / "rollouts.jsonl"))) == [(t, 0) for t in range(6)]
 
 
-def test_metrics_count_a_rollout_written_twice_once(servers, tmp_path):
+def test_metrics_count_a_rollout_written_twice_once(servers, tmp_path):  # noqa: F811
     port = servers("ok")
     rows = write_rows(tmp_path / "rows.jsonl", 4)
     out = tmp_path / "out"

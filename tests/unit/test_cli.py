@@ -1,3 +1,8 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from typer.testing import CliRunner
 
 from gym_compose.cli import app
@@ -11,12 +16,6 @@ def test_help_lists_the_whole_command_tree():
     for command in ["resolve", "render", "build", "up", "down", "ps", "logs", "list", "eval"]:
         assert command in result.output
 
-
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
