@@ -80,7 +80,6 @@ class PlannedRun:
     name: str
     datasets: list
     collector_args: list[str]
-    rollouts: int
 
 
 def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool) -> int:
@@ -154,13 +153,13 @@ def _plan_run(loaded, stack: Stack, collection: CollectionArgs) -> PlannedRun:
     extra = list(collection.collector_args)
     if num_repeats:
         extra += ["--num-repeats", str(num_repeats)]
-    rollouts = check_rollouts(stack.network_config, extra, collection.input_file, datasets, collection.prompt_config)
+    check_rollouts(stack.network_config, extra, collection.input_file, datasets, collection.prompt_config)
     if collection.resume:
         extra.append("--resume")
     if collection.prompt_config is not None:
         extra += ["--prompt-config", "/results/prompt_config.yaml"]
     name = collection.run_name or _default_run_name(collection, datasets)
-    return PlannedRun(name=name, datasets=datasets, collector_args=extra, rollouts=rollouts)
+    return PlannedRun(name=name, datasets=datasets, collector_args=extra)
 
 
 def refuse_second_collector(project: ComposeProject) -> None:

@@ -28,7 +28,7 @@ MAX_CAUSE_CHARS = 500
 JSON_HEADERS = {"content-type": "application/json"}
 TIME_LEFT_HEADER = "x-gym-time-left"  # seconds the callee has; it gives its own callees less
 # a refused connection sent nothing, so it is retried, briefly: a dead server fails its rollouts fast
-CONNECT_RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0)
+CONNECT_RETRY_DELAYS_S = (0.1, 0.25, 0.5)
 
 Outcome = tuple[Literal["ok", "failed"], dict[str, Any]]
 
@@ -71,9 +71,13 @@ async def run_rollout(client: httpx.AsyncClient, server: EnvironmentServer, row:
     except httpx.TimeoutException as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"no answer from {server.instance} within the request timeout ({error or 'timed out'})")
-    except httpx.TransportError as error:
+    except httpx.ConnectError as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"cannot reach {server.instance} at {server.base_url}: {error or type(error).__name__}")
+    except httpx.TransportError as error:  # sent, then the connection broke: the server went away mid-rollout
+        return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
+                                     f"{server.instance} dropped the connection during POST /run"
+                                     f" ({error or type(error).__name__})")
     except httpx.HTTPError as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"request to {server.instance} failed: {error or type(error).__name__}")
