@@ -5,6 +5,7 @@ Every command that takes a stack accepts the same config arguments as NeMo Gym's
 Hydra override (`key=value`, `+key=value`, `++key=value`); see gym_compose/cli_options.py.
 """
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -200,33 +201,44 @@ def eval_prepare(request) -> None:
     prepare_datasets(request)
 
 
+INTERRUPTED_BY: dict[str, int] = {"signal": signal.SIGINT}
+INTERRUPTED = 130  # what typer (or click) makes of a KeyboardInterrupt
+
+
 def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt  # SIGTERM (a CI job cancelled, `kill`) cleans up exactly like Ctrl-C
+    """SIGTERM (a CI job cancelled, `kill`) and SIGHUP (the terminal closed) clean up exactly like
+    Ctrl-C; the exit status then says which signal it was (128 + its number)."""
+    if signum == signal.SIGHUP:  # the terminal is gone: what we would print now cannot reach anyone
+        devnull = open(os.devnull, "w")
+        sys.stdout, sys.stderr = devnull, devnull
+    INTERRUPTED_BY["signal"] = signum
+    raise KeyboardInterrupt
+
+
+def _usage_error_types() -> tuple[type[Exception], ...]:
+    """Click's ClickException: the base of typer.BadParameter, whether typer depends on click
+    (older releases) or carries its own copy of it (typer._click, since 0.2x)."""
+    return tuple(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
 
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
     try:
         require_project_files()
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="gym-compose")
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
     except OSError as error:  # a file we could not read or write: say which, no traceback
         print(f"error: {error.strerror or error}" + (f": {error.filename}" if error.filename else ""), file=sys.stderr)
         sys.exit(1)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except SystemExit:
-        raise
-    except Exception as error:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(error, click.ClickException):
-            error.show()
-            sys.exit(error.exit_code)
-        raise
+    except (typer.Abort, KeyboardInterrupt):  # click turns a KeyboardInterrupt into Abort
+        code = INTERRUPTED
+    except _usage_error_types() as error:  # a usage error: one line, with typer's usage hint; exit 2
+        error.show()
+        sys.exit(error.exit_code)
+    if code == INTERRUPTED:  # typer 0.2x makes a KeyboardInterrupt exit 130: say which signal it was
+        code = 128 + INTERRUPTED_BY["signal"]
     sys.exit(code if isinstance(code, int) else 0)

@@ -163,7 +163,8 @@ def _collector_service(
     spec["image"] = base_image
     spec["labels"] = {**labels, "io.gym-compose.role": "collector"}
     spec["user"] = run.user
-    spec["environment"] = {"NEMO_GYM_CONFIG_DICT": network_yaml}
+    # the project names the collector in its run-folder lock, for whoever finds the folder busy
+    spec["environment"] = {"NEMO_GYM_CONFIG_DICT": network_yaml, "GYM_COMPOSE_PROJECT": stack.project}
     spec["volumes"] = [
         {"type": "bind", "source": str(run.input_file.resolve()), "target": "/input/rows.jsonl", "read_only": True},
         {"type": "bind", "source": str(run.output_dir.resolve()), "target": "/results"},

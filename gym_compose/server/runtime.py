@@ -13,6 +13,7 @@ from gym_compose.server.base import BaseServer
 from gym_compose.server.context import ServerConfigError, ServerContext, load_context
 from gym_compose.server.peers import PeerClient
 from gym_compose.server.readiness import PeersReadiness, Readiness
+from gym_compose.server.time_budget import adopt_from_scope
 from gym_compose.server.web import (
     READY_PATH, BadRequestBody, ErrorBoundary, bad_request_body, dumps, json_response, serve, server_error_body,
 )
@@ -111,6 +112,8 @@ class ServerApp:
                         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
+        if scope["type"] == "http":
+            adopt_from_scope(scope)
         await self.inner(scope, receive, send)
 
 
