@@ -26,7 +26,7 @@ from gym_compose.server.http_client import HttpClient  # noqa: E402
 from gym_compose.server.local_stack import LocalStack, with_local_addresses  # noqa: E402
 from stacks import point_proxy_at_mock, seed_verify_stack  # noqa: E402
 
-FIXTURE = REPO.parent / "shared" / "fixtures" / "nemo_gym" / "example_single_tool_call" / "example.jsonl"
+FIXTURE = REPO / "tests" / "fixtures" / "nemo_gym" / "example_single_tool_call" / "example.jsonl"
 LOCAL_ROWS = REPO / "server_images" / "example_single_tool_call" / "data" / "example.jsonl"
 TICKS = os.sysconf("SC_CLK_TCK")
 

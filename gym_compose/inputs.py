@@ -145,17 +145,18 @@ def prepare_datasets(request) -> None:
     import sys
 
     from gym_compose.config import load
-    from gym_compose.config.search import root_of
+    from gym_compose.config.search import find_path
 
     loaded = load(request)
     scripts: dict[Path, Path] = {}
     for instance in instances(loaded.data):
         for entry in instance.spec.get("datasets") or []:
             if isinstance(entry, dict) and entry.get("type") in COLLECTABLE_TYPES and entry.get("prepare_script"):
-                script = resolve_path(entry["prepare_script"], loaded.search_roots)
-                if script is None:
+                found = find_path(entry["prepare_script"], loaded.search_roots)
+                if found is None:
                     raise UserError(f"{instance.name}: prepare_script {entry['prepare_script']} does not exist")
-                scripts[Path(script).resolve()] = root_of(Path(script).resolve(), loaded.search_roots)
+                # it runs from the root its path was found under, as NeMo Gym runs it from its checkout
+                scripts[found.path.resolve()] = found.root
     if not scripts:
         raise UserError("no benchmark dataset of this config has a prepare_script",
                         hint="select a benchmark with --benchmark NAME")

@@ -11,7 +11,7 @@ from gym_compose.server.local_stack import LocalStack, with_local_addresses
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_IMAGES = REPO_ROOT / "server_images"
-NEMO_GYM_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "nemo_gym"
+NEMO_GYM_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "nemo_gym"
 
 
 @pytest.fixture
