@@ -17,6 +17,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from gym_compose.contract import HEAD_PORT, PROJECT_ENV
 from gym_compose.config.request import ConfigRequest
 from gym_compose.errors import UserError
 
@@ -56,14 +57,14 @@ def _checked_project_name(project: str) -> str:
     return project
 
 
-PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar="GYM_COMPOSE_PROJECT",
+PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar=PROJECT_ENV,
                          callback=_checked_project_name, help="Compose project name.")
 DEFAULT_PROJECT = "gym-compose"
 
 STACK_OPTIONS: dict[str, tuple[Any, Any]] = {
     "project": (PROJECT_OPTION, DEFAULT_PROJECT),
     "publish": (_option(bool, "--publish", help="Also publish every server on 127.0.0.1 (head: --head-port, others: the ports after it)."), False),
-    "head_port": (_option(int, "--head-port", metavar="PORT", help="Host port the head is published on (127.0.0.1)."), 11000),
+    "head_port": (_option(int, "--head-port", metavar="PORT", help="Host port the head is published on (127.0.0.1)."), HEAD_PORT),
 }
 
 COLLECTION_OPTIONS: dict[str, tuple[Any, Any]] = {

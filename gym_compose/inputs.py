@@ -15,6 +15,7 @@ from typing import Any
 from gym_compose.collect.jsonl import read_input_lines
 from gym_compose.collect.prompt import apply_prompt, load_prompt_config
 from gym_compose.config import instances, resolve_path
+from gym_compose.contract import AGENTS, ENVIRONMENT_SERVERS
 from gym_compose.errors import UserError
 
 COLLECTABLE_TYPES = ("benchmark",)
@@ -35,7 +36,7 @@ def benchmark_datasets(data: dict[str, Any], roots: list[Path]) -> list[Dataset]
     found: list[Dataset] = []
     seen: set[tuple[Path, str]] = set()
     for instance in instances(data):
-        if instance.server_type == "environment_servers":
+        if instance.server_type == ENVIRONMENT_SERVERS:
             continue  # an environment server's datasets repeat its agent's
         for entry in instance.spec.get("datasets") or []:
             if not isinstance(entry, dict) or entry.get("type") not in COLLECTABLE_TYPES:
@@ -74,7 +75,7 @@ def dataset_rows(dataset: Dataset, apply_dataset_prompt: bool = True) -> list[tu
     for line_number, text, row in read_input_lines(dataset.path):
         if prompt is not None:
             row = apply_prompt(prompt, row, f"{dataset.path}, line {line_number}")
-        if dataset.server_type == "responses_api_agents" and "agent_ref" not in row:
+        if dataset.server_type == AGENTS and "agent_ref" not in row:
             row = {**row, "agent_ref": {"name": dataset.instance}}
         rows.append((line_number, text, row))
     return rows

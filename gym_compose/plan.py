@@ -2,7 +2,9 @@
 
 `plan_stack` turns a merged NeMo Gym config into a `Stack`: one `Service` per server instance,
 plus the head and the collector, the two config views (in-network for containers, host view for
-clients outside the network) and the secrets pulled out of the config.
+clients outside the network) and the secrets pulled out of the config. The plan is
+target-neutral: it speaks gym-compose's words (limits, overrides, mounts, probes; see
+`service_spec`), and each target's renderer maps them to its own (render.py: compose keys).
 """
 
 from __future__ import annotations
@@ -16,37 +18,24 @@ from typing import Any
 
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.redact import is_secret_key
+from gym_compose.contract import (
+    ENGINE_ROLE,
+    HEAD_INSTANCE,
+    HEAD_PORT,
+    HEAD_ROLE,
+    PROJECT_LABEL,
+    ROLE_BY_SERVER_TYPE,
+    SECRET_PREFIX,
+    SERVER_PORT,
+)
 from gym_compose.errors import UserError
-from gym_compose.inference_engines import LOCAL_VLLM, engine_base_url, gpu_reservation, local_vllm_engine
+from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
+from gym_compose.service_spec import Limits, Mount, Overrides, Probe, read_docker_block
 
-SERVER_PORT = 8000
-HEAD_PORT = 11000
+__all__ = ["HEAD_PORT", "PROJECT_LABEL", "ROLE_BY_SERVER_TYPE", "SECRET_PREFIX", "SERVER_PORT"]  # and below
+
 HEAD_SERVICE = "head"
 COLLECTOR_SERVICE = "collector"
-SECRET_PREFIX = "secret://"
-PROJECT_LABEL = "io.gym-compose.project"
-
-ROLE_BY_SERVER_TYPE = {
-    "environment_servers": "environment",
-    "responses_api_agents": "agent",
-    "responses_api_models": "model",
-    "resources_servers": "resources",
-}
-
-# Keys of a server's `docker:` block that map onto compose service fields.
-DOCKER_OVERRIDES = {
-    "memory": "mem_limit",
-    "cpus": "cpus",
-    "pids": "pids_limit",
-    "user": "user",
-    "cap_add": "cap_add",
-    "read_only": "read_only",
-    "shm_size": "shm_size",
-    "environment": "environment",
-    "volumes": "volumes",
-    "extra_hosts": "extra_hosts",
-    "gpus": "deploy",  # rendered as deploy.resources.reservations.devices
-}
 
 
 @dataclass(frozen=True)
@@ -67,9 +56,14 @@ class Service:
     port: int = SERVER_PORT
     published_port: int | None = None
     secrets: list[str] = field(default_factory=list)
-    docker: dict[str, Any] = field(default_factory=dict)  # compose fields overridden by config
-    image: str | None = None  # a ready-made image (an inference engine's), pulled rather than built
-    compose: dict[str, Any] = field(default_factory=dict)  # an engine's own compose fields
+    limits: Limits = Limits()  # the config's `docker:` block; None fields keep the role's default
+    overrides: Overrides = Overrides()
+    # an inference engine runs from a ready-made image (pulled, not built), as that image wants:
+    image: str | None = None
+    command: list[str] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    probe: Probe | None = None
+    host_ipc: bool = False
 
 
 @dataclass
@@ -121,7 +115,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 hint="rename one of them",
             )
         taken[name] = instance.name
-        docker_block = instance.spec.get("docker")
+        docker_block = read_docker_block(instance.name, instance.spec.get("docker"))
         services.append(
             Service(
                 name=name,
@@ -129,10 +123,11 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 instance=instance.name,
                 implementation=instance.implementation,
                 source_dir=_source_dir(instance, roots),
-                docker=_docker_overrides(instance.name, docker_block),
+                limits=docker_block.limits,
+                overrides=docker_block.overrides,
             )
         )
-        if options.publish_all or (isinstance(docker_block, dict) and docker_block.get("publish")):
+        if options.publish_all or docker_block.publish:
             services[-1].published_port = options.head_port + sum(1 for s in services if s.published_port) + 1
 
     network_config, secrets = _extract_secrets(copy.deepcopy(data))
@@ -152,12 +147,12 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     mounted = {name for service in services for name in service.secrets}
     secrets = {name: value for name, value in secrets.items() if name in mounted}
     engines, volumes = _inference_engines(services, network_config, host_config)
-    network_config["head_server"] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
-    host_config["head_server"] = {"host": options.bind_address, "port": options.head_port}
+    network_config[HEAD_INSTANCE] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
+    host_config[HEAD_INSTANCE] = {"host": options.bind_address, "port": options.head_port}
 
     # No depends_on: every container starts at once, and the head's own readiness waits for all
     # servers to be ready, so "head healthy" means "stack ready" (the collector depends on it).
-    head = Service(name=HEAD_SERVICE, role="head", port=HEAD_PORT, published_port=options.head_port)
+    head = Service(name=HEAD_SERVICE, role=HEAD_ROLE, port=HEAD_PORT, published_port=options.head_port)
     return Stack(
         project=options.project,
         services=[head, *services, *engines],
@@ -187,8 +182,10 @@ def _inference_engines(services: list[Service], network_config: dict[str, Any], 
         for config in (network_config, host_config):
             _instance_spec(config, service)["base_url"] = engine_base_url(engine)
         spec.setdefault("api_key", "EMPTY")
-        engines.append(Service(name=engine.name, role="engine", port=8000, image=engine.image,
-                               compose=engine.compose))
+        engines.append(Service(name=engine.name, role=ENGINE_ROLE, port=VLLM_PORT, image=engine.image,
+                               command=engine.command, overrides=Overrides(environment=engine.environment),
+                               limits=Limits(gpus=engine.gpus), mounts=engine.mounts, probe=engine.probe,
+                               host_ipc=engine.host_ipc))
         volumes.update(engine.volumes)
     return engines, volumes
 
@@ -210,34 +207,6 @@ def _source_dir(instance, roots: list[Path]) -> Path | None:
         f"{instance.server_type}/{instance.implementation}/ holding "
         f"{instance.spec.get('entrypoint', 'app.py')} under one of: {tried} (add roots with --search-dir)",
     )
-
-
-def _docker_overrides(instance_name: str, block: Any) -> dict[str, Any]:
-    if block is None:
-        return {}
-    if not isinstance(block, dict):
-        raise UserError(f"{instance_name}: `docker` must be a mapping, got {block!r}")
-    unknown = set(block) - set(DOCKER_OVERRIDES) - {"publish"}
-    if unknown:
-        raise UserError(
-            f"{instance_name}: unknown key(s) in `docker`: {', '.join(sorted(unknown))}",
-            hint=f"allowed: {', '.join(sorted([*DOCKER_OVERRIDES, 'publish']))}",
-        )
-    environment = block.get("environment") or {}
-    if not isinstance(environment, dict):
-        raise UserError(f"{instance_name}: docker.environment must be a mapping of NAME: value")
-    leaked = sorted(key for key in environment if is_secret_key(key))
-    if leaked:
-        raise UserError(
-            f"{instance_name}: docker.environment would put secret(s) {', '.join(leaked)} into environment "
-            "variables and compose.yaml",
-            hint="put the value in the server's own config block under a key such as `api_key`: it then "
-            "travels as a compose secret and the server reads it from its config",
-        )
-    overrides = {DOCKER_OVERRIDES[key]: value for key, value in block.items() if key not in ("publish", "gpus")}
-    if block.get("gpus") is not None:
-        overrides["deploy"] = gpu_reservation(block["gpus"], f"{instance_name}.docker")
-    return overrides
 
 
 def _instance_spec(config: dict[str, Any], service: Service) -> dict[str, Any]:

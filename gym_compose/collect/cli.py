@@ -12,9 +12,10 @@ import yaml
 
 from gym_compose.collect.collector import collect
 from gym_compose.collect.options import CollectOptions
+from gym_compose.contract import CONFIG_DICT_ENV
 from gym_compose.errors import UserError
 
-CONFIG_ENV = "NEMO_GYM_CONFIG_DICT"
+CONFIG_ENV = CONFIG_DICT_ENV
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

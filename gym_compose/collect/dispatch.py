@@ -16,6 +16,7 @@ import orjson
 
 from gym_compose.collect.routing import EnvironmentServer, taskset_of
 from gym_compose.collect.rows import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_INDEX, TASK_INDEX
+from gym_compose.contract import TIME_LEFT_HEADER
 
 REQUEST_FAILED = "agent_request_failed"  # no answer, or a gateway status: the rollout may not have run
 RUN_ERROR = "agent_run_error"  # the server answered with an error: the rollout ran and broke
@@ -26,7 +27,6 @@ NOT_RUN_STATUSES = frozenset({429, 502, 503, 504})
 MAX_BODY_CHARS = 2000
 MAX_CAUSE_CHARS = 500
 JSON_HEADERS = {"content-type": "application/json"}
-TIME_LEFT_HEADER = "x-gym-time-left"  # seconds the callee has; it gives its own callees less
 # a refused connection sent nothing, so it is retried, briefly: a dead server fails its rollouts fast
 CONNECT_RETRY_DELAYS_S = (0.1, 0.25, 0.5)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gym_compose.config.suggest import close_matches
+from gym_compose.contract import AGENTS, ENVIRONMENT_SERVERS, MODELS, RESOURCES_SERVERS
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
 
@@ -24,9 +25,9 @@ CONFIGS = "configs"
 
 # NeMo Gym's top-level folder for each selector that names a server implementation.
 NEMO_GYM_SERVER_FOLDERS = {
-    "resources_server": "resources_servers",
-    "model_type": "responses_api_models",
-    "agent_type": "responses_api_agents",
+    "resources_server": RESOURCES_SERVERS,
+    "model_type": MODELS,
+    "agent_type": AGENTS,
 }
 SELECTOR_FLAGS = {
     "resources_server": "--resources-server",
@@ -106,7 +107,7 @@ def find_selector_file(kind: str, value: str, roots: list[Path]) -> FoundFile:
 
 # NeMo Gym's server folders, which this project keeps under server_images/ (or, for configs of
 # servers with no image of their own, under configs/).
-_NEMO_GYM_FOLDERS = (*NEMO_GYM_SERVER_FOLDERS.values(), "environment_servers")
+_NEMO_GYM_FOLDERS = (*NEMO_GYM_SERVER_FOLDERS.values(), ENVIRONMENT_SERVERS)
 
 
 def _alternative_spellings(relative: str) -> list[str]:
@@ -178,8 +179,8 @@ def _selected_kind(config_file: Path, implementation: str) -> str | None:
         data = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
         return None
-    kinds = {"resources_servers": "resources_server", "responses_api_models": "model_type",
-             "responses_api_agents": "agent_type", "environment_servers": "environment"}
+    kinds = {RESOURCES_SERVERS: "resources_server", MODELS: "model_type", AGENTS: "agent_type",
+             ENVIRONMENT_SERVERS: "environment"}
     found = None
     for instance in data.values() if isinstance(data, dict) else []:
         if not isinstance(instance, dict):

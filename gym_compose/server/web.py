@@ -10,9 +10,11 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-LOG = logging.getLogger("gym_compose.server")
+from gym_compose.contract import READY_PATH
 
-READY_PATH = "/_gym_compose/ready"
+__all__ = ["READY_PATH"]  # and the helpers below
+
+LOG = logging.getLogger("gym_compose.server")
 
 
 def dumps(value: Any) -> bytes:

@@ -14,6 +14,7 @@ import msgspec
 import yaml
 
 from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, sortable
+from gym_compose.contract import MODELS
 from gym_compose.view.jsonl_index import JsonlIndex
 from gym_compose.view.run_model import Run, Task, hashable_key, prompt_of
 from gym_compose.view.trajectory import conversation, failed_rollout, failure_block
@@ -52,7 +53,7 @@ def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
         for instance in instances(config):
             entry = {"instance": instance.name, "type": instance.server_type, "implementation": instance.implementation}
             servers.append(entry)
-            if instance.server_type == "responses_api_models":
+            if instance.server_type == MODELS:
                 spec = instance.spec
                 models.append({**entry, "model": spec.get("model") or spec.get("model_name"),
                                "base_url": spec.get("base_url") or spec.get("openai_base_url")})

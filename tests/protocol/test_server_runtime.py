@@ -38,11 +38,11 @@ def run_all(url: str, rows: list[dict], timeout: float = 20.0) -> list[httpx.Res
 
 @pytest.mark.parametrize("api_mode", ["responses", "chat_completions"])
 def test_nemo_gym_fixture_rows_get_reward_one_through_the_proxy(tmp_path, api_mode):
-    from gym_compose.server.local_stack import LocalStack, with_local_addresses
+    from gym_compose.engine.local_processes import LocalProcesses, with_local_addresses
 
     rows = fixture_rows(WEATHER)
     config = point_proxy_at_mock(with_local_addresses(seed_verify_stack(WEATHER, proxied=True, api_mode=api_mode)))
-    with LocalStack(config, server_dirs={WEATHER: SERVER_IMAGES / WEATHER}, log_dir=tmp_path) as stack:
+    with LocalProcesses(config, server_dirs={WEATHER: SERVER_IMAGES / WEATHER}, log_dir=tmp_path) as stack:
         answers = run_all(stack.url("environment"), rows)
     for row, answer in zip(rows, answers):
         assert answer.status_code == 200, answer.text
