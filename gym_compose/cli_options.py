@@ -148,7 +148,7 @@ def _stack_options(*, project: str, publish: bool, head_port: int):
 
 def _collection_args(*, input_file, results_dir, run_name, resume, limit, num_repeats, num_samples_in_parallel,
                      prompt_config, temperature, top_p, max_output_tokens):
-    from gym_compose.evaluation import CollectionArgs
+    from gym_compose.runs.run_inputs import CollectionArgs
 
     passthrough: list[str] = []
     for flag, value in (("--limit", limit), ("--num-samples-in-parallel", num_samples_in_parallel),

@@ -278,8 +278,9 @@ class LocalProcesses:
             if code is None:
                 health = "healthy" if is_ready(self.port(instance), timeout=1.0) else "starting"
                 states.append(ServiceState(self._service(instance), str(process.pid), "running", health, 0))
-            else:
-                states.append(ServiceState(self._service(instance), str(process.pid), "exited", "", code))
+            else:  # a process killed by signal N reads as a container's exit code, 128 + N
+                states.append(ServiceState(self._service(instance), str(process.pid), "exited", "",
+                                           128 - code if code < 0 else code))
         for one_off in self.one_offs:
             code = one_off.wait(0)
             states.append(ServiceState(COLLECTOR, str(one_off.pid), "running" if code is None else "exited", "",

@@ -64,7 +64,7 @@ def test_up_serves_a_rollout_through_the_head_host_view_and_down_leaves_nothing(
     ps = gym_compose("ps", "-p", project, cwd=tmp_path)
     assert ps.returncode == 0 and ps.stdout.count("healthy") == 5
 
-    from gym_compose.stack_commands import project_dir
+    from gym_compose.stack.state import project_dir
 
     state = project_dir(project)
     assert (state / "compose.yaml").is_file()

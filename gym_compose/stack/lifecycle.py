@@ -1,0 +1,156 @@
+"""A stack's life: resolve -> plan -> build -> render -> start and wait; the commands that drive it.
+
+`render`, `build`, `up`, `down` (and `down --all`, the reaper), `ps`. The compose project is the
+target (`engine.compose`); everything after rendering goes through `engine.target.DeployedStack`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gym_compose.config import LoadedConfig, load
+from gym_compose.config.request import ConfigRequest
+from gym_compose.console import say
+from gym_compose.contract import CACHE_LABEL
+from gym_compose.engine.build import build_stack_images
+from gym_compose.engine.compose import (
+    ComposeProject,
+    ensure_volume,
+    labelled_projects,
+    require_compose,
+    supports_start_interval,
+)
+from gym_compose.engine.target import DeployedStack, ServiceState
+from gym_compose.errors import UserError
+from gym_compose.plan import Stack, StackOptions, plan_stack
+from gym_compose.render import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
+from gym_compose.stack.log_following import attach
+from gym_compose.stack.state import existing_project, forget_project, project_dir
+from gym_compose.stack.table import print_services
+from gym_compose.stack.teardown import down_quietly
+
+
+@dataclass(frozen=True)
+class StackArgs:
+    request: ConfigRequest
+    options: StackOptions
+
+
+def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
+    loaded = load(args.request)
+    for warning in loaded.warnings:
+        say(warning)
+    return loaded, plan_stack(loaded.data, loaded.search_roots, args.options)
+
+
+def plan_from_request(args: StackArgs) -> Stack:
+    return load_and_plan(args)[1]
+
+
+def render_options() -> RenderOptions:
+    """What the engine at hand supports (asked once the config and the plan are known to be good)."""
+    return RenderOptions(healthcheck_start_interval=supports_start_interval())
+
+
+def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None
+                     ) -> tuple[dict[str, str], ComposeProject]:
+    images = build_stack_images(stack, progress=say)
+    compose_file = write_project(stack, images, out_dir, collector, render_options())
+    return images, ComposeProject(stack.project, compose_file)
+
+
+def render_command(args: StackArgs, output: Path) -> Path:
+    stack = plan_from_request(args)
+    _, project = build_and_render(stack, output)
+    assert project.compose_file is not None
+    say(f"rendered {project.compose_file}; run it with: docker compose -f {project.compose_file} up --wait")
+    return project.compose_file
+
+
+def build_command(args: StackArgs) -> dict[str, str]:
+    stack = plan_from_request(args)
+    images = build_stack_images(stack, progress=say)
+    for service in stack.services:
+        print(f"{service.name:40} {images[service.name]}")
+    return images
+
+
+def project_states(stack: DeployedStack) -> list[ServiceState]:
+    """`ps`, explaining a missing Compose v2 instead of showing its raw failure."""
+    try:
+        return stack.ps()
+    except UserError:
+        require_compose()
+        raise
+
+
+def refuse_if_running(project_name: str) -> None:
+    """Two commands must not drive one project: the second would recreate the first's containers."""
+    if project_states(ComposeProject(project_name)):
+        raise UserError(
+            f"project {project_name!r} is already running",
+            hint=f"stop it with `gym-compose down -p {project_name}`, collect against it with "
+            "`gym-compose eval run --no-serve`, or start another stack with -p NAME and --head-port PORT",
+        )
+
+
+def start_servers(stack: Stack, deployed: DeployedStack) -> None:
+    """Start every server and wait until all are healthy; any failure removes the stack again."""
+    say(f"starting {len(stack.services)} services of project {stack.project!r} ...")
+    started = time.monotonic()
+    try:
+        for volume in stack.volumes.values():
+            ensure_volume(volume, f"{CACHE_LABEL}=model")
+        deployed.up(wait_timeout_seconds(stack), services=[s.name for s in stack.services])
+        say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
+        print_services(deployed.ps())
+    except BaseException:
+        down_quietly(deployed)
+        raise
+
+
+def up_command(args: StackArgs, detach: bool) -> None:
+    stack = plan_from_request(args)
+    refuse_if_running(stack.project)
+    _, project = build_and_render(stack, project_dir(stack.project))
+    start_servers(stack, project)
+    if detach:
+        say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
+        return
+    attach(project, [service.name for service in stack.services])
+
+
+def down_command(project_name: str) -> None:
+    project = existing_project(project_name)
+    removed = project.down()
+    forget_project(project_name)
+    if removed:
+        say(f"removed project {project_name!r} ({removed.count()}); results folders are kept")
+    else:
+        say(f"project {project_name!r} had nothing to remove")
+
+
+def down_all_command() -> None:
+    """The reaper: every project that has a container labelled by gym-compose, whatever its name."""
+    names = labelled_projects()
+    if not names:
+        say("no gym-compose project on this engine")
+    failed = []
+    for name in names:
+        try:
+            down_command(name)
+        except UserError as error:
+            say(f"error: {error}")
+            failed.append(name)
+    if failed:
+        raise UserError(f"not every project was removed: {', '.join(failed)}", hint="see the errors above")
+
+
+def ps_command(project_name: str) -> None:
+    states = existing_project(project_name).ps()
+    if not states:
+        say(f"project {project_name!r} has no containers")
+        return
+    print_services(states)
