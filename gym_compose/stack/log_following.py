@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gym_compose.console import say
 from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
-from gym_compose.engine.target import DeployedStack, ServiceState
+from gym_compose.engine.target import DeployedStack, RunningProcess, ServiceState
 from gym_compose.errors import UserError
 from gym_compose.stack.state import existing_project
 from gym_compose.stack.teardown import STOP_GRACE_SECONDS, stop_and_remove
@@ -15,9 +15,11 @@ WATCH_INTERVAL_SECONDS = 2.0
 def attach(stack: DeployedStack, services: list[str], clock: Clock = SYSTEM_CLOCK) -> None:
     """Follow the logs until Ctrl-C (or SIGTERM/SIGHUP) or a server dies, then stop and remove the
     stack. Ctrl-C ends in KeyboardInterrupt (exit 130) once everything is removed."""
-    logs = stack.follow_logs([], follow=True, tail="0")
+    logs: RunningProcess | None = None
     dead: list[ServiceState] = []
     try:
+        logs = stack.follow_logs([], follow=True, tail="0")
+        say("following the logs; Ctrl-C stops and removes the stack")
         while not dead:
             clock.sleep(WATCH_INTERVAL_SECONDS)
             check = stack.check_stack(services)
@@ -29,7 +31,8 @@ def attach(stack: DeployedStack, services: list[str], clock: Clock = SYSTEM_CLOC
         say(f"\nstopping (grace period {STOP_GRACE_SECONDS}s) ...")
         raise
     finally:
-        logs.stop(grace_seconds=5)
+        if logs is not None:
+            logs.stop(grace_seconds=5)
         for state in dead:
             say(f"error: {stack.describe_death(state)}; last log lines:")
             say("\n".join(stack.log_tail(state.service)))

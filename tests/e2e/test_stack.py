@@ -140,11 +140,10 @@ class AttachedUp:
         self.reader.start()
 
     def wait_attached(self, timeout: float = 240) -> None:
-        """Until up has seen every service healthy and printed its table (it is then attached)."""
+        """Until up has seen every service healthy and says it follows the logs (it is then attached)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
-            if any("services healthy" in line for line in self.lines):
-                time.sleep(1)  # past the table print: now in the attached loop
+            if any("following the logs" in line for line in self.lines):
                 return
             time.sleep(0.2)
         self.process.kill()

@@ -99,7 +99,7 @@ def test_200_concurrent_sessions_keep_their_state_apart(start_stack):
         seeded = await client.request("POST", "127.0.0.1", port, "/seed_session", json={"initial_value": index})
         cookies = seeded.cookies
         await client.request("POST", "127.0.0.1", port, "/increment", json={"amount": index}, cookies=cookies)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # let the other sessions' requests in between
         read = await client.request("POST", "127.0.0.1", port, "/read_counter", json={}, cookies=cookies)
         return read.json()["value"]
 
@@ -192,7 +192,7 @@ def test_idle_sessions_are_reaped(start_stack):
     with httpx.Client(timeout=10) as client:
         cookies = dict(client.post(f"{url}/seed_session", json={"initial_value": 1}).cookies)
         assert client.post(f"{url}/increment", json={"amount": 1}, cookies=cookies).json() == {"value": 2}
-        time.sleep(1.0)
+        time.sleep(1.0)  # idle: any request would touch the session, so there is nothing to poll
         reaped = client.post(f"{url}/read_counter", json={}, cookies=cookies)
         assert reaped.status_code == 500 and "never seeded (or was reaped" in reaped.text
 
