@@ -175,7 +175,7 @@ def _inference_engines(services: list[Service], network_config: dict[str, Any], 
         if service.implementation != LOCAL_VLLM:
             continue
         spec = _instance_spec(network_config, service)
-        engine = local_vllm_engine(service.instance, service.name, spec, max(start_period, 1))
+        engine = local_vllm_engine(str(service.instance), service.name, spec, max(start_period, 1))
         if any(existing.name == engine.name for existing in [*services, *engines]):
             raise UserError(f"the engine service {engine.name!r} of {service.instance!r} clashes with an instance's "
                             "service name", hint="rename one of them")
@@ -210,6 +210,7 @@ def _source_dir(instance, roots: list[Path]) -> Path | None:
 
 
 def _instance_spec(config: dict[str, Any], service: Service) -> dict[str, Any]:
+    assert service.instance is not None  # a server of the config, not the head or an engine
     server_types = config[service.instance]
     (server_type,) = [key for key in server_types if key in ROLE_BY_SERVER_TYPE]
     return server_types[server_type][service.implementation]

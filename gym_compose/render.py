@@ -17,12 +17,12 @@ import yaml
 
 from gym_compose.contract import (
     BIND_ALL,
+    BIND_HOST_ENV,
     COLLECTOR_INPUT,
     COLLECTOR_RESULTS,
     COLLECTOR_ROLE,
     CONFIG_DICT_ENV,
     CONFIG_PATH_ENV,
-    BIND_HOST_ENV,
     ENGINE_ROLE,
     HEAD_INSTANCE,
     HEAD_ROLE,
@@ -271,7 +271,7 @@ def wait_timeout_seconds(stack: Stack) -> int:
 class _ComposeDumper(yaml.SafeDumper):
     """Multi-line strings (the config YAML in env vars) as readable literal blocks."""
 
-    def represent_str(self, data: str):  # type: ignore[override]
+    def represent_str(self, data: str) -> yaml.ScalarNode:
         style = "|" if "\n" in data else None
         return self.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 

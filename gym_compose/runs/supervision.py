@@ -111,7 +111,8 @@ def watch(stack: DeployedStack, collector: RunningProcess, run_dir: Path, servic
                 "peer_request_timeout_seconds) unless it is unpaused")
         reported_paused = set(check.paused)
         if check.dead or check.empty:
-            reason = "; ".join(stack.describe_death(state) for state in check.dead) or "every server of the stack is gone"
+            reason = ("; ".join(stack.describe_death(state) for state in check.dead)
+                      or "every server of the stack is gone")
             display.close()
             say(f"error: {reason}; stopping the run")
             for state in check.dead:

@@ -43,13 +43,13 @@ def _serve_entrypoint(context: ServerContext) -> None:
     entrypoint = _entrypoint_path(context)
     sys.path.insert(0, str(entrypoint.parent))
     served = {"done": False}
-    original = BaseServer.run_webserver.__func__
+    original = BaseServer.run_webserver.__func__  # type: ignore[attr-defined]
 
     def run_and_remember(cls):
         served["done"] = True
         original(cls)
 
-    BaseServer.run_webserver = classmethod(run_and_remember)
+    BaseServer.run_webserver = classmethod(run_and_remember)  # type: ignore[method-assign,assignment]
     namespace = runpy.run_path(str(entrypoint), run_name="__main__")
     if served["done"]:
         return

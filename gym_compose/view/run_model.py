@@ -223,7 +223,7 @@ class Task:
     def note(self) -> str | None:
         failed = [cell.note for cell in self.cells if cell.status == "failed" and cell.note]
         verdicts = [cell.note for cell in self.cells if cell.status != "failed" and cell.note]
-        return (failed or verdicts or [None])[0]
+        return next(iter(failed or verdicts), None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -282,10 +282,10 @@ class Run:
         for position, failure in enumerate(self.failures.all_entries()):
             latest_failure[(hashable_key(failure.task), hashable_key(failure.rollout))] = (position, failure)
         for key, (position, failure) in latest_failure.items():
-            cell = answered.get(key)
-            if cell is not None:
-                cell.status = "retried"
-                cell.note = cell.note or f"answered after failed attempt(s): {failure.message}"
+            answer = answered.get(key)
+            if answer is not None:
+                answer.status = "retried"
+                answer.note = answer.note or f"answered after failed attempt(s): {failure.message}"
                 continue
             task_key = (failure.agent, key[0])
             task = by_key.get(task_key)

@@ -45,7 +45,8 @@ class TaskQuery:
 
 def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest as the page shows it: command, times, versions, images, models, config."""
-    config = manifest.get("resolved_config") if isinstance(manifest.get("resolved_config"), dict) else {}
+    raw_config = manifest.get("resolved_config")
+    config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
     models, servers = [], []
     try:
         from gym_compose.config.instances import instances
@@ -59,7 +60,8 @@ def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
                                "base_url": spec.get("base_url") or spec.get("openai_base_url")})
     except Exception:  # a manifest from another version: show what there is, never fail the page
         pass
-    images = manifest.get("images") if isinstance(manifest.get("images"), dict) else {}
+    raw_images = manifest.get("images")
+    images: dict[str, Any] = raw_images if isinstance(raw_images, dict) else {}
     command = manifest.get("command")
     return {
         "command": " ".join(map(str, command)) if isinstance(command, list) else command,
@@ -179,8 +181,9 @@ class ViewService:
             if attempts:
                 view["failures"] = [failure_block(run.failures.read_record(p)) for p in attempts]
             return view
-        attempts = [run.failures.read_record(p) for p in run.failure_attempts(record.get(TASK_INDEX), record.get(ROLLOUT_INDEX))]
-        return failed_rollout(attempts or [record], self._sent_rollout(number, record))
+        failures = [run.failures.read_record(p)
+                    for p in run.failure_attempts(record.get(TASK_INDEX), record.get(ROLLOUT_INDEX))]
+        return failed_rollout(failures or [record], self._sent_rollout(number, record))
 
     def _sent_rollout(self, number: int, failure: dict[str, Any]) -> dict[str, Any] | None:
         with self._sent_lock:

@@ -109,8 +109,10 @@ def conversation(record: dict[str, Any]) -> dict[str, Any]:
     """The drawable form of one rollouts.jsonl line."""
     call_names: dict[str, str] = {}
     params = record.get("responses_create_params")
-    response = record.get("response") if isinstance(record.get("response"), dict) else {}
-    output = response.get("output") if isinstance(response.get("output"), list) else []
+    raw_response = record.get("response")
+    response: dict[str, Any] = raw_response if isinstance(raw_response, dict) else {}
+    raw_output = response.get("output")
+    output: list[Any] = raw_output if isinstance(raw_output, list) else []
     blocks = input_blocks(params, call_names)
     prompt_length = len(blocks)
     blocks.extend(item_block(item, call_names) for item in output)

@@ -62,6 +62,7 @@ class OpenAIModel(BaseServer):
         if self.config.openai_model:
             body["model"] = self.config.openai_model
         body.update(self.config.extra_body)
+        assert self._upstream is not None  # set up with the web server
         return await self._upstream.post_json(path, body, self._headers(request))
 
     async def _responses(self, request: Request) -> Response:

@@ -310,14 +310,15 @@ class VLLMModel(BaseServer):
                 if generation_ids != generated:
                     raise UpstreamError("vLLM's generation token ids disagree with its logprob token ids")
             else:
-                tokenize_body = {key: body[key] for key in ("model", "messages", "tools", "chat_template_kwargs",
-                                                            "mm_processor_kwargs", "required_prefix_token_ids")
-                                 if key in body}
+                tokenize_body: dict[str, Any] = {
+                    key: body[key] for key in ("model", "messages", "tools", "chat_template_kwargs",
+                                               "mm_processor_kwargs", "required_prefix_token_ids") if key in body}
                 client = self._client(request)
                 tokenized = await client.post_json("", tokenize_body, url=_tokenize_url(client.base_url))
-                prompt_ids = tokenized.get("tokens")
-                if not isinstance(prompt_ids, list):
+                tokens = tokenized.get("tokens")
+                if not isinstance(tokens, list):
                     raise UpstreamError(f"{_tokenize_url(client.base_url)} answered without a `tokens` list")
+                prompt_ids = tokens
                 generation_ids = generated
             if len(generation_ids) != len(log_probs):
                 raise UpstreamError(f"vLLM returned {len(generation_ids)} generation token ids and "
@@ -355,6 +356,7 @@ class VLLMModel(BaseServer):
 
     def _client(self, request: Request) -> UpstreamClient:
         clients = self._clients
+        assert clients is not None  # set up with the web server
         if len(clients) == 1:
             return clients[0]
         session_id = (request.scope.get("session") or {}).get(SESSION_ID_KEY) or ""
