@@ -76,20 +76,18 @@ def test_up_serves_a_rollout_through_the_head_host_view_and_down_leaves_nothing(
 
 
 def test_model_upstream_that_never_answers_fails_up_naming_the_endpoint(project, tmp_path):
-    started = time.monotonic()
     up = gym_compose(
         "up", "-d", "-p", project, "--head-port", str(free_port()),
         "--resources-server", "example_single_tool_call", "--model-type", "openai_model",
         "--model-url", "http://127.0.0.1:9/v1", "-m", "some-model", "--model-api-key", "sk-e2e-secret",
         "++model_endpoint_readiness_timeout_seconds=4", cwd=tmp_path, timeout=300,
     )
-    elapsed = time.monotonic() - started
     assert up.returncode != 0
-    assert "policy-model" in up.stderr
+    # the model server gave up after its 4 s readiness timeout and exited: up did not sit out the start period
+    assert "policy-model stopped during start-up" in up.stderr, up.stderr
     assert "http://127.0.0.1:9/v1" in up.stderr
     assert "sk-e2e-secret" not in up.stderr + up.stdout
     assert "Traceback" not in up.stderr.split("last log lines")[0]
-    assert elapsed < 120, f"up took {elapsed:.0f}s to give up"
     assert labelled("container", project) == []
 
 
