@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from gym_compose.engine import docker_cli, images
