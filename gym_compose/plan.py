@@ -12,11 +12,14 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.redact import is_secret_key
 from gym_compose.errors import UserError
+
+if TYPE_CHECKING:
+    from gym_compose.sandbox_stack.plan import SandboxPlan
 
 SERVER_PORT = 8000
 HEAD_PORT = 11000
@@ -77,6 +80,7 @@ class Stack:
     host_config: dict[str, Any]  # what the head serves to clients on the host
     secrets: dict[str, str]  # secret name -> value, written to files, never into compose.yaml
     options: StackOptions
+    sandboxes: Optional["SandboxPlan"] = None  # servers that lease sandboxes (gym_compose/sandbox_stack)
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
@@ -153,6 +157,8 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     # No depends_on: every container starts at once, and the head's own readiness waits for all
     # servers to be ready, so "head healthy" means "stack ready" (the collector depends on it).
     head = Service(name=HEAD_SERVICE, role="head", port=HEAD_PORT, published_port=options.head_port)
+    from gym_compose.sandbox_stack.plan import plan_sandboxes
+
     return Stack(
         project=options.project,
         services=[head, *services],
@@ -160,6 +166,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         host_config=host_config,
         secrets=secrets,
         options=options,
+        sandboxes=plan_sandboxes(data, services),
     )
 
 

@@ -47,7 +47,10 @@ def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
     loaded = load(args.request)
     for warning in loaded.warnings:
         say(warning)
-    return loaded, plan_stack(loaded.data, loaded.search_roots, args.options)
+    stack = plan_stack(loaded.data, loaded.search_roots, args.options)
+    for notice in stack.sandboxes.notices if stack.sandboxes else []:
+        say(notice)
+    return loaded, stack
 
 
 def plan_from_request(args: StackArgs) -> Stack:
@@ -67,7 +70,9 @@ def project_dir(project: str) -> Path:
 
 def render_options() -> RenderOptions:
     """What the engine at hand supports (asked once the config and the plan are known to be good)."""
-    return RenderOptions(healthcheck_start_interval=supports_start_interval())
+    from gym_compose.engine.sandboxes import docker_socket
+
+    return RenderOptions(healthcheck_start_interval=supports_start_interval(), docker_socket=docker_socket())
 
 
 def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None
@@ -213,6 +218,9 @@ def ps_command(project_name: str) -> None:
         say(f"project {project_name!r} has no containers")
         return
     print_services(states)
+    from gym_compose.sandbox_stack.commands import print_sandboxes
+
+    print_sandboxes(project_name)
 
 
 def logs_command(project_name: str, services: list[str], follow: bool, tail: str | None) -> int:

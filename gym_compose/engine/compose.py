@@ -142,6 +142,9 @@ class ComposeProject:
             run_docker(["rm", "--force", *listing.stdout.split()], timeout=60, check=False)
 
     def down(self) -> None:
+        from gym_compose.engine.sandboxes import remove_sandboxes
+
+        remove_sandboxes(self.name)  # the broker's containers, which Compose does not know
         run_docker(
             [*self._base(), "down", "--volumes", "--remove-orphans", "--timeout", "5"], timeout=120, retries=2
         )

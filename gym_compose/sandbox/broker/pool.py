@@ -1,0 +1,539 @@
+"""Live sandboxes: leases, warm pools, the start throttle, the cap on live sandboxes, reaping.
+
+A lease takes a ready sandbox from its server's warm pool when the request asks for the declared
+image, else starts one (cold). A released sandbox is destroyed, never handed to anyone again.
+Starting is throttled (`max_starting` at once) and every sandbox from its start to its removal
+holds one of `max_live` slots; a lease waits for a slot (evicting idle warm sandboxes first) up
+to its ready timeout. A sandbox whose agent stream ends is dead: its reason (OOM-killed, exited,
+time-to-live) is kept so that later calls get it instead of a bare "not found".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
+from gym_compose.sandbox.broker.engine import Engine, EngineError, NotFound
+from gym_compose.sandbox.broker.launch import container_config, container_name
+from gym_compose.sandbox.policy import (
+    PROJECT_LABEL, SANDBOX_LABEL, BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy, refusal,
+)
+
+LOG = logging.getLogger("gym_compose.sandbox.broker")
+AGENT_GRACE_S = 15.0  # beyond a command's own timeout, before the broker stops waiting for the agent
+REAP_INTERVAL_S = 5.0
+FALLBACK_POLL_S = 2.0
+TOMBSTONES = 10000
+MEMORY_SHARE = 0.75  # of the engine's memory that sandbox limits may add up to
+SANDBOXES_PER_CORE = 16
+
+
+class BrokerError(Exception):
+    status = 500
+
+
+class Refused(BrokerError):
+    status = 403
+
+
+class UnknownSandbox(BrokerError):
+    status = 404
+
+
+class SandboxGone(BrokerError):
+    status = 410
+
+
+class NoCapacity(BrokerError):
+    status = 503
+
+
+class StartFailed(BrokerError):
+    status = 502
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_live: int
+    max_starting: int
+
+
+def default_limits(settings: BrokerSettings, cores: int, memory_total: int) -> Limits:
+    """Safe for a laptop: 16 sandboxes per core, and no more than the largest declared sandbox
+    fits into three quarters of the engine's memory; starts at once: the core count (2 or more)."""
+    largest = max((policy.memory_bytes for policy in settings.servers.values()), default=512 << 20)
+    by_memory = int(memory_total * MEMORY_SHARE // largest) if memory_total else SANDBOXES_PER_CORE
+    derived_live = max(1, min(SANDBOXES_PER_CORE * max(1, cores), by_memory))
+    return Limits(max_live=settings.max_live or derived_live, max_starting=settings.max_starting or max(2, cores))
+
+
+@dataclass(eq=False)
+class Sandbox:
+    id: str
+    server: str
+    image: str
+    policy: SandboxPolicy
+    container_id: str = ""
+    state: str = "starting"  # starting | warm | leased | removing
+    channel: Any = None
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    uid: Optional[int] = None
+    created_at: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.monotonic)
+    last_used: float = field(default_factory=time.monotonic)
+    ttl_s: float = 0.0
+    start_s: float = 0.0
+    busy: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
+                "created_at": self.created_at, "age_s": round(time.monotonic() - self.started, 3),
+                "session": self.metadata.get("session"), "metadata": self.metadata, "workdir": self.workdir,
+                "memory": self.policy.memory}
+
+
+class SandboxPool:
+    def __init__(self, engine: Engine, settings: BrokerSettings):
+        self.engine, self.settings = engine, settings
+        self.limits = Limits(max_live=1, max_starting=1)
+        self.engine_cpus = 0.0
+        self.sandboxes: dict[str, Sandbox] = {}
+        self.warm: dict[str, deque[Sandbox]] = {server: deque() for server in settings.servers}
+        self.tombstones: OrderedDict[str, str] = OrderedDict()
+        self.live = 0
+        self.peak_leased = 0
+        self.started_total = 0
+        self._capacity = asyncio.Condition()
+        self._start_slots = asyncio.Semaphore(1)
+        self._waiting_leases = 0
+        self._evicting = 0
+        self._tasks: set[asyncio.Task] = set()
+        self._refilling: set[str] = set()
+        self.ready = False
+        self.closing = False
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        info = await self.engine.info()
+        self.engine_cpus = float(info.get("NCPU") or 1)
+        self.limits = default_limits(self.settings, int(info.get("NCPU") or 1), int(info.get("MemTotal") or 0))
+        self._start_slots = asyncio.Semaphore(self.limits.max_starting)
+        removed = await self.remove_leftovers()
+        if removed:
+            LOG.warning("removed %d sandboxes left by an earlier broker of project %s", removed, self.settings.project)
+        for server, policy in self.settings.servers.items():
+            if policy.network != "none" and policy.network_name and not await self.engine.network_exists(policy.network_name):
+                LOG.error("network %s for %s's sandboxes does not exist", policy.network_name, server)
+        LOG.info("sandbox broker of %s ready: max_live %d, max_starting %d, servers %s", self.settings.project,
+                 self.limits.max_live, self.limits.max_starting, ", ".join(self.settings.servers) or "-")
+        self.ready = True
+        self._spawn(self._reap_forever())
+        for server in self.settings.servers:
+            self._schedule_refill(server)
+
+    async def remove_leftovers(self) -> int:
+        found = await self.engine.containers([f"{PROJECT_LABEL}={self.settings.project}", SANDBOX_LABEL])
+        await asyncio.gather(*(self.engine.remove(c["Id"]) for c in found), return_exceptions=True)
+        return len(found)
+
+    async def close(self) -> None:
+        """Destroy every sandbox (SIGTERM of the broker, the end of the stack)."""
+        self.closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*(self.destroy(s, "broker stopped") for s in list(self.sandboxes.values())),
+                             return_exceptions=True)
+        await self.remove_leftovers()
+
+    def _spawn(self, coroutine) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- leases ----------------------------------------------------------------------------------
+
+    async def lease(self, server: str, request: LeaseRequest) -> tuple[Sandbox, bool]:
+        """A sandbox for `server` (and whether it came warm from the pool)."""
+        policy = self._policy(server)
+        image = request.image or policy.image
+        reason = refusal(policy, request, image)
+        if reason:
+            raise Refused(reason)
+        sandbox, warm = None, False
+        if image == policy.image and request.cpu is None and request.memory_mib is None:
+            sandbox = self._take_warm(server)
+            warm = sandbox is not None
+        if sandbox is None:
+            timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
+            sandbox = await self._start(policy, image, time.monotonic() + timeout, for_lease=True,
+                                        cpus=request.cpu, memory_bytes=request.memory_mib and request.memory_mib << 20)
+        sandbox.state = "leased"
+        sandbox.env = {**policy.env, **request.env}
+        sandbox.metadata = {**policy.metadata, **request.metadata}
+        sandbox.ttl_s = min(request.ttl_s or policy.ttl_s, policy.ttl_s)
+        sandbox.last_used = time.monotonic()
+        sandbox.workdir = request.workdir or policy.workdir
+        if request.workdir and request.workdir != policy.workdir:
+            made = await self.exec(sandbox, ExecRequest(command=f"mkdir -p -- '{request.workdir}'", cwd="/"))
+            if made["return_code"] != 0:
+                await self.destroy(sandbox, "work folder could not be made")
+                raise StartFailed(f"cannot make the work folder {request.workdir}: {made['stderr'].strip()}")
+        self.peak_leased = max(self.peak_leased, sum(1 for s in self.sandboxes.values() if s.state == "leased"))
+        self._schedule_refill(server)
+        return sandbox, warm
+
+    def get(self, server: Optional[str], sandbox_id: str) -> Sandbox:
+        sandbox = self.sandboxes.get(sandbox_id)
+        if sandbox is None or sandbox.state in ("starting", "warm"):
+            if sandbox_id in self.tombstones:
+                raise SandboxGone(self.tombstones[sandbox_id])
+            raise UnknownSandbox(f"no sandbox {sandbox_id!r} (released, or never leased)")
+        if server is not None and sandbox.server != server:
+            raise Refused(f"sandbox {sandbox_id} belongs to {sandbox.server}, not {server}")
+        if sandbox.state == "removing":
+            raise SandboxGone(self.tombstones.get(sandbox_id, "sandbox was released"))
+        return sandbox
+
+    async def release(self, sandbox: Sandbox) -> None:
+        await self.destroy(sandbox, "released")
+
+    def list(self, server: Optional[str] = None) -> list[dict[str, Any]]:
+        return [s.describe() for s in self.sandboxes.values() if server is None or s.server == server]
+
+    def stats(self) -> dict[str, Any]:
+        states = [s.state for s in self.sandboxes.values()]
+        return {"live": self.live, "leased": states.count("leased"), "warm": states.count("warm"),
+                "starting": states.count("starting"), "peak_leased": self.peak_leased,
+                "started_total": self.started_total, "max_live": self.limits.max_live,
+                "max_starting": self.limits.max_starting}
+
+    def _policy(self, server: str) -> SandboxPolicy:
+        policy = self.settings.servers.get(server)
+        if policy is None:
+            raise Refused(f"{server} declared no sandboxes in the plan")
+        return policy
+
+    def _take_warm(self, server: str) -> Optional[Sandbox]:
+        pool = self.warm.get(server)
+        while pool:
+            sandbox = pool.popleft()
+            if sandbox.state == "warm" and not sandbox.channel.closed.is_set():
+                return sandbox
+        return None
+
+    # -- starting --------------------------------------------------------------------------------
+
+    async def _reserve(self, deadline: float, for_lease: bool) -> bool:
+        """Take one of the max_live slots; a lease waits (evicting warm sandboxes), a refill does not."""
+        async with self._capacity:
+            if not for_lease:
+                if self.live >= self.limits.max_live or self._waiting_leases or self.closing:
+                    return False
+                self.live += 1
+                return True
+            self._waiting_leases += 1
+            try:
+                while self.live >= self.limits.max_live:
+                    if self._evicting < self._waiting_leases:
+                        victim = self._warm_victim()
+                        if victim is not None:
+                            self._evicting += 1
+                            self._spawn(self._evict(victim))
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise NoCapacity(f"no sandbox slot came free within the ready timeout: {self.live} of "
+                                         f"max_live {self.limits.max_live} are in use; release sandboxes sooner, lower "
+                                         "the parallelism, or raise sandbox.gym_compose.max_live")
+                    try:
+                        await asyncio.wait_for(self._capacity.wait(), remaining)
+                    except asyncio.TimeoutError:
+                        continue
+                self.live += 1
+                return True
+            finally:
+                self._waiting_leases -= 1
+
+    def _warm_victim(self) -> Optional[Sandbox]:
+        candidates = [pool[0] for pool in self.warm.values() if pool]
+        return min(candidates, key=lambda s: s.started) if candidates else None
+
+    async def _evict(self, sandbox: Sandbox) -> None:
+        try:
+            pool = self.warm.get(sandbox.server)
+            if pool and sandbox in pool:
+                pool.remove(sandbox)
+            await self.destroy(sandbox, "evicted from the warm pool")
+        finally:
+            self._evicting -= 1
+
+    async def _start(self, policy: SandboxPolicy, image: str, deadline: float, for_lease: bool,
+                     cpus: Optional[float] = None, memory_bytes: Optional[int] = None) -> Optional[Sandbox]:
+        if not await self._reserve(deadline, for_lease):
+            return None
+        name = container_name(self.settings.project, policy.server, secrets.token_hex(4))
+        sandbox = Sandbox(id=name, server=policy.server, image=image, policy=policy, workdir=policy.workdir)
+        self.sandboxes[name] = sandbox
+        began = time.monotonic()
+        try:
+            try:
+                await asyncio.wait_for(self._start_slots.acquire(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise NoCapacity("sandbox starts are throttled and none began within the ready timeout") from None
+            try:
+                config = container_config(self.settings.project, policy, image, self.engine_cpus, memory_bytes, cpus)
+                sandbox.container_id = await self.engine.create(config, name)
+                reader, writer = await self.engine.attach(sandbox.container_id)
+                channel = AgentChannel(reader, writer, name)
+                sandbox.channel = channel
+                await self.engine.start(sandbox.container_id)
+            finally:
+                self._start_slots.release()
+            try:
+                hello = await channel.wait_ready(max(1.0, deadline - time.monotonic()))
+                sandbox.uid = hello.get("uid")
+            except NoAgent:
+                LOG.warning("image %s has no python3: sandbox %s runs commands by Engine API exec", image, name)
+                await channel.aclose()
+                sandbox.channel = FallbackChannel(self.engine, sandbox.container_id, name)
+        except NotFound as error:
+            await self.destroy(sandbox, "could not start")
+            raise StartFailed(f"cannot start a sandbox of image {image!r}: {error}; build it first "
+                              "(gym-compose build builds the images a config declares)") from None
+        except (EngineError, ChannelClosed, asyncio.TimeoutError) as error:
+            detail = str(error) or type(error).__name__
+            tail = list(sandbox.channel.stderr_tail) if sandbox.channel is not None else []
+            await self.destroy(sandbox, "could not start")
+            raise StartFailed(f"sandbox of image {image!r} did not start: {detail}"
+                              + (f"; agent said: {tail[-1]}" if tail else "")) from None
+        except BaseException:
+            await self.destroy(sandbox, "could not start")
+            raise
+        sandbox.start_s = time.monotonic() - began
+        sandbox.started = sandbox.last_used = time.monotonic()
+        self.started_total += 1
+        self._spawn(self._watch(sandbox))
+        return sandbox
+
+    def _schedule_refill(self, server: str) -> None:
+        policy = self.settings.servers.get(server)
+        if policy is None or policy.warm_pool <= 0 or server in self._refilling or self.closing:
+            return
+        self._refilling.add(server)
+        self._spawn(self._refill(server))
+
+    async def _refill(self, server: str) -> None:
+        policy = self.settings.servers[server]
+        try:
+            while not self.closing and len(self.warm[server]) < policy.warm_pool:
+                try:
+                    sandbox = await self._start(policy, policy.image, time.monotonic() + policy.ready_timeout_s,
+                                                for_lease=False)
+                except BrokerError as error:
+                    LOG.error("warm pool of %s: %s", server, error)
+                    await asyncio.sleep(REAP_INTERVAL_S)
+                    continue
+                if sandbox is None:
+                    return  # no free slot now; a release or the reaper schedules the next refill
+                sandbox.state = "warm"
+                self.warm[server].append(sandbox)
+        finally:
+            self._refilling.discard(server)
+
+    # -- commands and files ----------------------------------------------------------------------
+
+    async def exec(self, sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
+        policy = sandbox.policy
+        timeout = request.timeout_s if request.timeout_s is not None else policy.timeout_s
+        if request.user not in (None, "") and not self._is_current_user(sandbox, request.user):
+            return {"return_code": 125, "stdout": "", "error_type": "user",
+                    "stderr": f"gym-compose sandboxes run every command as the sandbox's own user (uid {sandbox.uid}); "
+                              f"cannot run as {request.user!r}: set `user` in the server's sandbox_config instead"}
+        limit = request.max_output_bytes or policy.max_output_bytes
+        answer = await self._call(sandbox, "exec", (timeout or 0) + AGENT_GRACE_S if timeout else None,
+                                  command=request.command, cwd=request.cwd or sandbox.workdir,
+                                  env={**sandbox.env, **request.env}, timeout_s=timeout, max_output_bytes=limit,
+                                  shell=policy.shell)
+        if not answer.get("ok"):
+            return {"return_code": 125, "stdout": "", "stderr": str(answer.get("error")), "error_type": "sandbox"}
+        stderr, error_type, reason = answer.get("stderr", ""), None, None
+        code = answer.get("return_code")
+        if answer.get("timed_out"):
+            error_type, code, reason = "timeout", 124, f"command timed out after {timeout:g} s and was killed"
+        elif answer.get("oom"):
+            error_type, reason = "oom", oom_reason(policy)
+        if reason:
+            stderr += f"\n[gym-compose] {reason}; the sandbox lives on\n"
+        if answer.get("truncated"):
+            stderr += f"\n[gym-compose] output truncated to {limit} bytes per stream\n"
+        return {"return_code": code, "stdout": answer.get("stdout", ""), "stderr": stderr, "error_type": error_type,
+                "reason": reason, "truncated": bool(answer.get("truncated")), "duration_s": answer.get("duration_s")}
+
+    def _is_current_user(self, sandbox: Sandbox, user: str) -> bool:
+        if sandbox.uid is None:
+            return False
+        return user == str(sandbox.uid) or (sandbox.uid == 0 and user == "root")
+
+    async def write_file(self, sandbox: Sandbox, path: str, data: bytes, mode: Optional[int], chunk: int) -> int:
+        import base64
+
+        size = 0
+        for offset in range(0, max(len(data), 1), chunk):
+            answer = await self._call(sandbox, "write", 120.0, path=self._absolute(sandbox, path),
+                                      data=base64.b64encode(data[offset:offset + chunk]).decode(),
+                                      append=offset > 0, mode=mode)
+            if not answer.get("ok"):
+                raise Refused(f"cannot write {path}: {answer.get('error')}")
+            size = answer.get("size", 0)
+        return size
+
+    async def read_file(self, sandbox: Sandbox, path: str, chunk: int, limit: int) -> bytes:
+        import base64
+
+        parts, offset = [], 0
+        while True:
+            answer = await self._call(sandbox, "read", 120.0, path=self._absolute(sandbox, path), offset=offset,
+                                      length=chunk)
+            if not answer.get("ok"):
+                raise UnknownSandbox(f"cannot read {path}: {answer.get('error')}")
+            data = base64.b64decode(answer.get("data") or "")
+            parts.append(data)
+            offset += len(data)
+            if offset > limit:
+                raise Refused(f"{path} is larger than the download limit ({limit} bytes)")
+            if answer.get("eof") or not data:
+                return b"".join(parts)
+
+    @staticmethod
+    def _absolute(sandbox: Sandbox, path: str) -> str:
+        return path if path.startswith("/") else f"{sandbox.workdir.rstrip('/')}/{path}"
+
+    async def _call(self, sandbox: Sandbox, op: str, timeout: Optional[float], **fields: Any) -> dict[str, Any]:
+        sandbox.busy += 1
+        sandbox.last_used = time.monotonic()
+        try:
+            return await sandbox.channel.request(op, timeout, **fields)
+        except ChannelClosed:
+            raise SandboxGone(await self._mark_dead(sandbox)) from None
+        except asyncio.TimeoutError:
+            raise SandboxGone(await self._mark_dead(sandbox, "sandbox agent stopped answering")) from None
+        finally:
+            sandbox.busy -= 1
+            sandbox.last_used = time.monotonic()
+
+    # -- death, reaping, removal -----------------------------------------------------------------
+
+    async def _watch(self, sandbox: Sandbox) -> None:
+        channel = sandbox.channel
+        if isinstance(channel, FallbackChannel):
+            while sandbox.state != "removing":
+                await asyncio.sleep(FALLBACK_POLL_S)
+                try:
+                    running = (await self.engine.inspect(sandbox.container_id))["State"].get("Running")
+                except NotFound:
+                    running = False
+                if not running:
+                    channel.closed.set()
+                    break
+        await channel.closed.wait()
+        if sandbox.state != "removing":
+            await self._mark_dead(sandbox)
+
+    async def _mark_dead(self, sandbox: Sandbox, reason: Optional[str] = None) -> str:
+        if sandbox.id in self.tombstones:
+            return self.tombstones[sandbox.id]
+        reason = reason or await self.death_reason(sandbox)
+        self._bury(sandbox.id, reason)
+        LOG.warning("sandbox %s of %s is dead: %s", sandbox.id, sandbox.server, reason)
+        pool = self.warm.get(sandbox.server)
+        if pool and sandbox in pool:
+            pool.remove(sandbox)
+        self._spawn(self.destroy(sandbox, reason))
+        return reason
+
+    async def death_reason(self, sandbox: Sandbox) -> str:
+        if sandbox.ttl_s and time.monotonic() - sandbox.started >= sandbox.ttl_s:
+            return f"sandbox reached its time-to-live ({sandbox.ttl_s:g} s)"
+        try:
+            state = (await self.engine.inspect(sandbox.container_id))["State"]
+        except NotFound:
+            return "sandbox container was removed from outside the broker"
+        except EngineError as error:
+            return f"sandbox is unreachable ({error})"
+        if state.get("OOMKilled"):
+            return oom_reason(sandbox.policy)
+        if state.get("Running"):
+            return "sandbox agent stopped answering"
+        code = state.get("ExitCode")
+        if code == 3:
+            return f"sandbox reached its time-to-live ({sandbox.policy.ttl_s:g} s)"
+        tail = [line for line in sandbox.channel.stderr_tail if line.strip()] if sandbox.channel else []
+        return f"sandbox exited (exit code {code})" + (f": {tail[-1]}" if tail else "")
+
+    def _bury(self, sandbox_id: str, reason: str) -> None:
+        self.tombstones[sandbox_id] = reason
+        while len(self.tombstones) > TOMBSTONES:
+            self.tombstones.popitem(last=False)
+
+    async def destroy(self, sandbox: Sandbox, reason: str) -> None:
+        if sandbox.state == "removing" or self.sandboxes.get(sandbox.id) is not sandbox:
+            return
+        sandbox.state = "removing"
+        self.tombstones.setdefault(sandbox.id, f"sandbox was {reason}" if reason in ("released",) else reason)
+        pool = self.warm.get(sandbox.server)
+        if pool and sandbox in pool:
+            pool.remove(sandbox)
+        try:
+            if sandbox.channel is not None:
+                await sandbox.channel.aclose()
+            if sandbox.container_id:
+                await self.engine.remove(sandbox.container_id)
+        except Exception:  # noqa: BLE001 - `down` removes what is left by label
+            LOG.exception("removing sandbox %s failed", sandbox.id)
+        finally:
+            self.sandboxes.pop(sandbox.id, None)
+            async with self._capacity:
+                self.live -= 1
+                self._capacity.notify_all()
+            if not self.closing:
+                self._schedule_refill(sandbox.server)
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REAP_INTERVAL_S)
+            try:
+                await self.reap()
+            except Exception:  # noqa: BLE001 - the reaper must keep running
+                LOG.exception("sandbox reaper failed")
+
+    async def reap(self) -> list[str]:
+        now = time.monotonic()
+        expired = []
+        for sandbox in list(self.sandboxes.values()):
+            if sandbox.state not in ("leased", "warm") or sandbox.busy:
+                continue
+            ttl = sandbox.ttl_s or sandbox.policy.ttl_s
+            if now - sandbox.started >= ttl:
+                expired.append((sandbox, f"sandbox reached its time-to-live ({ttl:g} s)"))
+            elif sandbox.state == "leased" and now - sandbox.last_used >= self.settings.idle_timeout_s:
+                expired.append((sandbox, f"sandbox was idle for {self.settings.idle_timeout_s:g} s and was reaped"))
+        for sandbox, reason in expired:
+            self._bury(sandbox.id, reason)
+            await self.destroy(sandbox, reason)
+        for server in self.settings.servers:
+            self._schedule_refill(server)
+        return [sandbox.id for sandbox, _ in expired]
+
+
+def oom_reason(policy: SandboxPolicy) -> str:
+    return f"sandbox OOM-killed (memory {policy.memory})"
+
