@@ -118,15 +118,23 @@ def refuse_if_running(project_name: str) -> None:
 
 def start_servers(stack: Stack, project: ComposeProject) -> None:
     """Start every server and wait until all are healthy; any failure removes the stack again."""
-    say(f"starting {len(stack.services)} services of project {stack.project!r} ...")
+    names = [s.name for s in stack.services] + stack_extra_services(stack)
+    say(f"starting {len(names)} services of project {stack.project!r} ...")
     started = time.monotonic()
     try:
-        project.up(wait_timeout_seconds(stack), services=[s.name for s in stack.services])
-        say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
+        project.up(wait_timeout_seconds(stack), services=names)
+        say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
         print_services(project.ps())
     except BaseException:
         down_quietly(project)
         raise
+
+
+def stack_extra_services(stack: Stack) -> list[str]:
+    """Services that serve no config instance: the sandbox broker, when servers lease sandboxes."""
+    from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+
+    return [BROKER_SERVICE] if stack.sandboxes is not None else []
 
 
 def up_command(args: StackArgs, detach: bool) -> None:

@@ -17,9 +17,10 @@ from urllib.parse import urlsplit
 
 from gym_compose.engine.docker_cli import run_docker
 from gym_compose.errors import UserError
-from gym_compose.sandbox.policy import PROJECT_LABEL, SANDBOX_LABEL, SERVER_LABEL
+from gym_compose.sandbox.policy import PROJECT_LABEL, ROLE_LABEL, SANDBOX_LABEL, SERVER_LABEL
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
+BROKER_STOP_GRACE_S = 10
 
 
 @dataclass(frozen=True)
@@ -72,14 +73,23 @@ def list_sandboxes(project: str) -> list[SandboxContainer]:
 
 
 def remove_sandboxes(project: str) -> int:
-    """Force-remove every sandbox container of the project (before `compose down`, which would
-    otherwise fail to remove networks that sandboxes are still attached to)."""
-    result = run_docker(["ps", "-aq", "--filter", f"label={PROJECT_LABEL}={project}", "--filter",
-                         f"label={SANDBOX_LABEL}"], timeout=30, retries=2)
-    ids = result.stdout.split()
+    """Stop the project's broker (it removes its sandboxes as it stops, and starts no more), then
+    force-remove any sandbox left: before `compose down`, which cannot remove a network that
+    sandboxes are still attached to."""
+    brokers = _labelled(project, f"{ROLE_LABEL}=sandbox-broker", running_only=True)
+    if brokers:
+        run_docker(["stop", "--time", str(BROKER_STOP_GRACE_S), *brokers], timeout=BROKER_STOP_GRACE_S + 60,
+                   check=False)
+    ids = _labelled(project, SANDBOX_LABEL)
     if ids:
         run_docker(["rm", "--force", "--volumes", *ids], timeout=120, retries=2, check=False)
     return len(ids)
+
+
+def _labelled(project: str, label: str, running_only: bool = False) -> list[str]:
+    result = run_docker(["ps", "-q", *([] if running_only else ["-a"]), "--filter", f"label={PROJECT_LABEL}={project}",
+                         "--filter", f"label={label}"], timeout=30, retries=2)
+    return result.stdout.split()
 
 
 def broker_leases(project: str, broker_service: str) -> dict[str, dict]:

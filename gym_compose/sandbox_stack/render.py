@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from gym_compose.plan import Stack
 
 POLICY_ENV = "GYM_COMPOSE_SANDBOX_POLICY"
+# An internal bridge still gives the host an address on it (the gateway), through which any host
+# service listening on all interfaces would be reachable; with no address on the bridge it is not.
+NO_HOST_ADDRESS = {"com.docker.network.bridge.inhibit_ipv4": "true"}
 SOCKET_TARGET = "/var/run/docker.sock"
 
 
@@ -41,14 +44,17 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
     plan: SandboxPlan = stack.sandboxes
     labels = {PROJECT_LABEL: stack.project}
     networks = model.setdefault("networks", {})
-    networks[CONTROL_NETWORK] = {"name": f"{stack.project}-{CONTROL_NETWORK}", "internal": True, "labels": dict(labels)}
+    networks[CONTROL_NETWORK] = {"name": f"{stack.project}-{CONTROL_NETWORK}", "internal": True,
+                                 "driver_opts": dict(NO_HOST_ADDRESS), "labels": dict(labels)}
     for server in plan.servers:
         service = model["services"][server.service]
         extra = [CONTROL_NETWORK] + ([server.network_key] if server.network_key else [])
         service["networks"] = [*service.get("networks", []), *extra]
         if server.network_key:
-            networks[server.network_key] = {"name": f"{stack.project}-{server.network_key}",
-                                            "internal": server.policy.network != "egress", "labels": dict(labels)}
+            internal = server.policy.network != "egress"
+            networks[server.network_key] = {"name": f"{stack.project}-{server.network_key}", "internal": internal,
+                                            **({"driver_opts": dict(NO_HOST_ADDRESS)} if internal else {}),
+                                            "labels": dict(labels)}
         secret = server_secret_name(server.instance)
         service["secrets"] = sorted({*service.get("secrets", []), secret})
         service.setdefault("environment", {}).update({

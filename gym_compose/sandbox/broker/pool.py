@@ -30,6 +30,7 @@ AGENT_GRACE_S = 15.0  # beyond a command's own timeout, before the broker stops 
 REAP_INTERVAL_S = 5.0
 FALLBACK_POLL_S = 2.0
 TOMBSTONES = 10000
+LAUNCH_DRAIN_S = 60.0
 MEMORY_SHARE = 0.75  # of the engine's memory that sandbox limits may add up to
 SANDBOXES_PER_CORE = 16
 
@@ -116,6 +117,7 @@ class SandboxPool:
         self._waiting_leases = 0
         self._evicting = 0
         self._tasks: set[asyncio.Task] = set()
+        self._launches: set[asyncio.Task] = set()
         self._refilling: set[str] = set()
         self.ready = False
         self.closing = False
@@ -148,6 +150,8 @@ class SandboxPool:
     async def close(self) -> None:
         """Destroy every sandbox (SIGTERM of the broker, the end of the stack)."""
         self.closing = True
+        if self._launches:  # let starts in flight end first (see _start)
+            await asyncio.wait(list(self._launches), timeout=LAUNCH_DRAIN_S)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*(self.destroy(s, "broker stopped") for s in list(self.sandboxes.values())),
@@ -169,14 +173,27 @@ class SandboxPool:
         reason = refusal(policy, request, image)
         if reason:
             raise Refused(reason)
+        wants_warm = image == policy.image and request.cpu is None and request.memory_mib is None
+        timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
+        deadline = time.monotonic() + timeout
         sandbox, warm = None, False
-        if image == policy.image and request.cpu is None and request.memory_mib is None:
-            sandbox = self._take_warm(server)
-            warm = sandbox is not None
+        self._waiting_leases += 1
+        try:
+            while sandbox is None:
+                if wants_warm:
+                    sandbox = self._take_warm(server)
+                    if sandbox is not None:
+                        warm = True
+                        break
+                if self._reserve_now():
+                    break
+                self._evict_for_waiters(keep=server if wants_warm else None)
+                await self._wait_for_change(deadline)
+        finally:
+            self._waiting_leases -= 1
         if sandbox is None:
-            timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
-            sandbox = await self._start(policy, image, time.monotonic() + timeout, for_lease=True,
-                                        cpus=request.cpu, memory_bytes=request.memory_mib and request.memory_mib << 20)
+            sandbox = await self._start(policy, image, deadline, cpus=request.cpu,
+                                        memory_bytes=request.memory_mib and request.memory_mib << 20)
         sandbox.state = "leased"
         sandbox.env = {**policy.env, **request.env}
         sandbox.metadata = {**policy.metadata, **request.metadata}
@@ -233,56 +250,71 @@ class SandboxPool:
 
     # -- starting --------------------------------------------------------------------------------
 
-    async def _reserve(self, deadline: float, for_lease: bool) -> bool:
-        """Take one of the max_live slots; a lease waits (evicting warm sandboxes), a refill does not."""
-        async with self._capacity:
-            if not for_lease:
-                if self.live >= self.limits.max_live or self._waiting_leases or self.closing:
-                    return False
-                self.live += 1
-                return True
-            self._waiting_leases += 1
-            try:
-                while self.live >= self.limits.max_live:
-                    if self._evicting < self._waiting_leases:
-                        victim = self._warm_victim()
-                        if victim is not None:
-                            self._evicting += 1
-                            self._spawn(self._evict(victim))
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise NoCapacity(f"no sandbox slot came free within the ready timeout: {self.live} of "
-                                         f"max_live {self.limits.max_live} are in use; release sandboxes sooner, lower "
-                                         "the parallelism, or raise sandbox.gym_compose.max_live")
-                    try:
-                        await asyncio.wait_for(self._capacity.wait(), remaining)
-                    except asyncio.TimeoutError:
-                        continue
-                self.live += 1
-                return True
-            finally:
-                self._waiting_leases -= 1
+    def _reserve_now(self) -> bool:
+        """Take one of the max_live slots if one is free (no await: nothing can slip in between)."""
+        if self.live >= self.limits.max_live or self.closing:
+            return False
+        self.live += 1
+        return True
 
-    def _warm_victim(self) -> Optional[Sandbox]:
-        candidates = [pool[0] for pool in self.warm.values() if pool]
-        return min(candidates, key=lambda s: s.started) if candidates else None
+    def _evict_for_waiters(self, keep: Optional[str]) -> None:
+        """Leases wait for slots held by idle warm sandboxes (of other servers, or any when the waiter
+        cannot use them): destroy one such sandbox per waiting lease."""
+        while self._evicting < self._waiting_leases:
+            candidates = [pool[0] for server, pool in self.warm.items() if pool and server != keep]
+            if not candidates:
+                return
+            victim = min(candidates, key=lambda s: s.started)
+            self.warm[victim.server].popleft()
+            self._evicting += 1
+            self._spawn(self._evict(victim))
+
+    async def _wait_for_change(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise NoCapacity(f"no sandbox slot came free within the ready timeout: {self.live} of max_live "
+                             f"{self.limits.max_live} are in use; release sandboxes sooner, lower the parallelism, "
+                             "or raise sandbox.gym_compose.max_live")
+        async with self._capacity:
+            try:
+                await asyncio.wait_for(self._capacity.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _changed(self) -> None:
+        """A slot came free or a warm sandbox is ready: waiting leases look again."""
+        async with self._capacity:
+            self._capacity.notify_all()
 
     async def _evict(self, sandbox: Sandbox) -> None:
         try:
-            pool = self.warm.get(sandbox.server)
-            if pool and sandbox in pool:
-                pool.remove(sandbox)
             await self.destroy(sandbox, "evicted from the warm pool")
         finally:
             self._evicting -= 1
 
-    async def _start(self, policy: SandboxPolicy, image: str, deadline: float, for_lease: bool,
-                     cpus: Optional[float] = None, memory_bytes: Optional[int] = None) -> Optional[Sandbox]:
-        if not await self._reserve(deadline, for_lease):
-            return None
+    async def _start(self, policy: SandboxPolicy, image: str, deadline: float,
+                     cpus: Optional[float] = None, memory_bytes: Optional[int] = None) -> Sandbox:
+        """Start a sandbox in a slot the caller reserved (given back if the start fails).
+
+        The start runs to its end even when the caller gives up: an engine call abandoned halfway
+        (a container removed while it starts) can leave the engine's network bookkeeping behind.
+        A sandbox whose caller went away is destroyed once it has started."""
         name = container_name(self.settings.project, policy.server, secrets.token_hex(4))
         sandbox = Sandbox(id=name, server=policy.server, image=image, policy=policy, workdir=policy.workdir)
         self.sandboxes[name] = sandbox
+        launch = asyncio.get_running_loop().create_task(self._launch(sandbox, deadline, cpus, memory_bytes))
+        self._launches.add(launch)
+        launch.add_done_callback(self._launches.discard)
+        try:
+            return await asyncio.shield(launch)
+        except asyncio.CancelledError:
+            launch.add_done_callback(lambda task: task.cancelled() or task.exception() is not None
+                                     or self._spawn(self.destroy(sandbox, "given up by its caller")))
+            raise
+
+    async def _launch(self, sandbox: Sandbox, deadline: float, cpus: Optional[float],
+                      memory_bytes: Optional[int]) -> Sandbox:
+        policy, image, name = sandbox.policy, sandbox.image, sandbox.id
         began = time.monotonic()
         try:
             try:
@@ -335,17 +367,18 @@ class SandboxPool:
         policy = self.settings.servers[server]
         try:
             while not self.closing and len(self.warm[server]) < policy.warm_pool:
+                # Leases come first: a refill takes a slot only when no lease waits for one.
+                if self._waiting_leases or not self._reserve_now():
+                    return  # a release or the reaper schedules the next refill
                 try:
-                    sandbox = await self._start(policy, policy.image, time.monotonic() + policy.ready_timeout_s,
-                                                for_lease=False)
+                    sandbox = await self._start(policy, policy.image, time.monotonic() + policy.ready_timeout_s)
                 except BrokerError as error:
                     LOG.error("warm pool of %s: %s", server, error)
                     await asyncio.sleep(REAP_INTERVAL_S)
                     continue
-                if sandbox is None:
-                    return  # no free slot now; a release or the reaper schedules the next refill
                 sandbox.state = "warm"
                 self.warm[server].append(sandbox)
+                await self._changed()
         finally:
             self._refilling.discard(server)
 
@@ -501,9 +534,8 @@ class SandboxPool:
             LOG.exception("removing sandbox %s failed", sandbox.id)
         finally:
             self.sandboxes.pop(sandbox.id, None)
-            async with self._capacity:
-                self.live -= 1
-                self._capacity.notify_all()
+            self.live -= 1
+            await self._changed()
             if not self.closing:
                 self._schedule_refill(sandbox.server)
 

@@ -14,9 +14,10 @@ Per request it decides one turn from what it is given:
    `ground_truth`, `target` in the row's task fields, which the built-in agents send in the
    `x-gym-task` header (base64url JSON of the row without its create params) to a model server
    that is a mock_model (or an openai_model with `forward_task_header: true`). No expected
-   answer -> `plain`. A row with `mock_answer_from_tool: true` makes the oracle answer what its
-   tool call returned instead (the `stdout` of a JSON tool output, else the whole output), so
-   that a reward of 1.0 shows the tool really computed the answer (e.g. code run in a sandbox).
+   answer -> `plain`. With `gym_mock_answer: tool_output` in the row's metadata the oracle answers
+   what its last tool call returned instead (the `stdout` of a JSON tool output, else the whole
+   output), so a reward of 1.0 shows the tool really computed the answer (e.g. code run in a
+   sandbox); the adversary still answers wrong.
 
 Its responses' `model` field is always "gym-compose-mock-model".
 """
@@ -177,7 +178,7 @@ def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata
     if mode not in MODES:
         raise MockRequestError("gym_mock_mode", f"mock_model mode must be one of {', '.join(MODES)}, not {mode!r}")
     expected = expected_answer(task)
-    if mode == "oracle" and task.get("mock_answer_from_tool") and last_tool_output is not None:
+    if mode == "oracle" and metadata.get("gym_mock_answer") == "tool_output" and last_tool_output is not None:
         return TurnPlan(text=tool_answer(last_tool_output))
     if expected is None or mode == "plain":
         return TurnPlan(text=PLAIN_ANSWER)
