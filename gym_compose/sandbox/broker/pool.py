@@ -31,6 +31,8 @@ REAP_INTERVAL_S = 5.0
 FALLBACK_POLL_S = 2.0
 TOMBSTONES = 10000
 LAUNCH_DRAIN_S = 60.0
+STATS_WINDOW = 1000
+EXIT_SETTLE_POLLS, EXIT_SETTLE_POLL_S = 20, 0.1
 MEMORY_SHARE = 0.75  # of the engine's memory that sandbox limits may add up to
 SANDBOXES_PER_CORE = 16
 
@@ -112,6 +114,8 @@ class SandboxPool:
         self.live = 0
         self.peak_leased = 0
         self.started_total = 0
+        self.leases = {"warm": 0, "cold": 0}
+        self.start_times: deque[float] = deque(maxlen=STATS_WINDOW)
         self._capacity = asyncio.Condition()
         self._start_slots = asyncio.Semaphore(1)
         self._waiting_leases = 0
@@ -206,6 +210,7 @@ class SandboxPool:
                 await self.destroy(sandbox, "work folder could not be made")
                 raise StartFailed(f"cannot make the work folder {request.workdir}: {made['stderr'].strip()}")
         self.peak_leased = max(self.peak_leased, sum(1 for s in self.sandboxes.values() if s.state == "leased"))
+        self.leases["warm" if warm else "cold"] += 1
         self._schedule_refill(server)
         return sandbox, warm
 
@@ -229,9 +234,12 @@ class SandboxPool:
 
     def stats(self) -> dict[str, Any]:
         states = [s.state for s in self.sandboxes.values()]
+        starts = sorted(self.start_times)
         return {"live": self.live, "leased": states.count("leased"), "warm": states.count("warm"),
                 "starting": states.count("starting"), "peak_leased": self.peak_leased,
-                "started_total": self.started_total, "max_live": self.limits.max_live,
+                "started_total": self.started_total, "leases_warm": self.leases["warm"],
+                "leases_cold": self.leases["cold"], "start_s_p50": _quantile(starts, 0.5),
+                "start_s_p95": _quantile(starts, 0.95), "max_live": self.limits.max_live,
                 "max_starting": self.limits.max_starting}
 
     def _policy(self, server: str) -> SandboxPolicy:
@@ -353,6 +361,7 @@ class SandboxPool:
         sandbox.start_s = time.monotonic() - began
         sandbox.started = sandbox.last_used = time.monotonic()
         self.started_total += 1
+        self.start_times.append(sandbox.start_s)
         self._spawn(self._watch(sandbox))
         return sandbox
 
@@ -498,6 +507,12 @@ class SandboxPool:
             return f"sandbox reached its time-to-live ({sandbox.ttl_s:g} s)"
         try:
             state = (await self.engine.inspect(sandbox.container_id))["State"]
+            # The agent's stream can end a moment before the engine records the container's exit.
+            for _ in range(EXIT_SETTLE_POLLS):
+                if not state.get("Running"):
+                    break
+                await asyncio.sleep(EXIT_SETTLE_POLL_S)
+                state = (await self.engine.inspect(sandbox.container_id))["State"]
         except NotFound:
             return "sandbox container was removed from outside the broker"
         except EngineError as error:
@@ -569,3 +584,8 @@ class SandboxPool:
 def oom_reason(policy: SandboxPolicy) -> str:
     return f"sandbox OOM-killed (memory {policy.memory})"
 
+
+def _quantile(ordered: list[float], q: float) -> Optional[float]:
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 4)
