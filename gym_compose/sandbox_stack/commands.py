@@ -56,6 +56,8 @@ def find_sandbox(project: str, name: str | None) -> SandboxContainer:
 
 
 def sandbox_exec(project: str, name: str | None, command: list[str]) -> int:
+    if command and command[0] == "--":
+        command = command[1:]
     if not command:
         raise UserError("no command given", hint="e.g. gym-compose sandbox exec SANDBOX -- ls -la")
     sandbox = find_sandbox(project, name)

@@ -69,11 +69,13 @@ class Limits:
 
 def default_limits(settings: BrokerSettings, cores: int, memory_total: int) -> Limits:
     """Safe for a laptop: 16 sandboxes per core, and no more than the largest declared sandbox
-    fits into three quarters of the engine's memory; starts at once: the core count (2 or more)."""
+    fits into three quarters of the engine's memory; starts at once: twice the cores (4 or more;
+    the engine's own work per start is mostly waiting, measured in bench/bench_sandboxes.py)."""
     largest = max((policy.memory_bytes for policy in settings.servers.values()), default=512 << 20)
     by_memory = int(memory_total * MEMORY_SHARE // largest) if memory_total else SANDBOXES_PER_CORE
     derived_live = max(1, min(SANDBOXES_PER_CORE * max(1, cores), by_memory))
-    return Limits(max_live=settings.max_live or derived_live, max_starting=settings.max_starting or max(2, cores))
+    return Limits(max_live=settings.max_live or derived_live,
+                  max_starting=settings.max_starting or max(4, 2 * cores))
 
 
 @dataclass(eq=False)
