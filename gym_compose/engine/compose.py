@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gym_compose.engine.docker_cli import DockerCommandError, indented_tail, run_docker
 from gym_compose.errors import UserError
-from gym_compose.plan import PROJECT_LABEL
+from gym_compose.plan import COLLECTOR_SERVICE, PROJECT_LABEL
 
 LOG_TAIL_LINES = 15
 WAIT_POLL_SECONDS = 0.5
@@ -145,6 +145,8 @@ class ComposeProject:
         from gym_compose.engine.sandboxes import remove_sandboxes
 
         remove_sandboxes(self.name)  # the broker's containers, which Compose does not know
+        # A collector left running by a killed gym-compose: `down` skips services of inactive profiles.
+        self.remove_one_off(COLLECTOR_SERVICE)
         run_docker(
             [*self._base(), "down", "--volumes", "--remove-orphans", "--timeout", "5"], timeout=120, retries=2
         )
