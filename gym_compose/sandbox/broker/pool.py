@@ -331,6 +331,7 @@ class SandboxPool:
                 await asyncio.wait_for(self._start_slots.acquire(), max(0.0, deadline - time.monotonic()))
             except asyncio.TimeoutError:
                 raise NoCapacity("sandbox starts are throttled and none began within the ready timeout") from None
+            began = time.monotonic()  # a start's time is the engine's and the agent's, not the throttle's queue
             try:
                 config = container_config(self.settings.project, policy, image, self.engine_cpus, memory_bytes, cpus)
                 sandbox.container_id = await self.engine.create(config, name)
