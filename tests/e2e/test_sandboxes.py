@@ -274,3 +274,25 @@ def test_killed_gym_compose_then_down_leaves_nothing(tmp_path):
         assert leftovers(project) == {}
     finally:
         gym_compose("down", "-p", project, cwd=tmp_path)
+
+
+def test_a_servers_sandbox_build_folder_is_built_from_the_default_sandbox_image_once(tmp_path):
+    from gym_compose.engine.images import ensure_base_image
+    from gym_compose.engine.sandbox_images import ensure_default_sandbox_image, ensure_sandbox_build
+
+    folder = tmp_path / "sandbox_image"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text("ARG SANDBOX_IMAGE\nFROM ${SANDBOX_IMAGE}\nRUN echo built > /work/marker\n")
+    base = ensure_base_image(progress=lambda line: None)
+    default = ensure_default_sandbox_image(base, progress=lambda line: None)
+    messages: list[str] = []
+    tag = ensure_sandbox_build(folder, f"e2e-{tmp_path.name}", base, default, progress=messages.append)
+    try:
+        assert any(line.startswith("building sandbox image") for line in messages)
+        shown = run("docker", "run", "--rm", tag, "sh", "-c", "id -u; cat /work/marker", timeout=120)
+        assert shown.stdout.split() == ["10002", "built"], shown.stderr
+        again: list[str] = []
+        assert ensure_sandbox_build(folder, f"e2e-{tmp_path.name}", base, default, progress=again.append) == tag
+        assert again == [f"sandbox image {tag} is up to date"]
+    finally:
+        run("docker", "rmi", tag, timeout=120)
