@@ -83,7 +83,7 @@ def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[st
         "security_opt": ["no-new-privileges:true"],
         "init": True,
         "stop_grace_period": "10s",
-        "mem_limit": "256m",
+        "mem_limit": "768m",  # file transfers (up to 128 MiB each) pass through it
         "pids_limit": 256,
         "entrypoint": ["python", "-m", "gym_compose.sandbox.broker"],
         "labels": {**labels, ROLE_LABEL: "sandbox-broker"},

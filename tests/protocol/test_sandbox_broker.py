@@ -226,3 +226,19 @@ async def test_http_api_authenticates_each_server_and_maps_errors(tmp_path):
             assert dead.status_code == 410 and dead.json()["reason"] == "sandbox OOM-killed (memory 256m)"
     finally:
         await pool.close()
+
+
+@run_async
+async def test_code_that_garbles_the_agents_stream_kills_only_its_own_sandbox(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path))
+    try:
+        victim, _ = await pool.lease("coder", LeaseRequest())
+        bystander, _ = await pool.lease("coder", LeaseRequest())
+        # The command runs as the agent's user, so it can write to the agent's protocol stream (fd 3).
+        with pytest.raises(SandboxGone, match="garbled its agent's stream"):
+            await pool.exec(victim, ExecRequest(command="printf '\\177\\377\\377\\377x' > /proc/$PPID/fd/3"))
+        with pytest.raises(SandboxGone, match="garbled its agent's stream"):
+            pool.get("coder", victim.id)
+        assert (await pool.exec(bystander, ExecRequest(command="echo fine")))["stdout"] == "fine\n"
+    finally:
+        await pool.close()

@@ -34,7 +34,7 @@ from gym_compose.server.web import READY_PATH, json_response, read_json_object, 
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
 FILE_CHUNK = 4 << 20
-MAX_FILE_BYTES = 1 << 30
+MAX_FILE_BYTES = 128 << 20  # one upload or download (the broker holds it in memory)
 ADMIN = "*"
 
 
@@ -107,6 +107,9 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         if not path:
             return json_response({"error": "query parameter `path` is required"}, 422)
         mode = request.query_params.get("mode")
+        if int(request.headers.get("content-length") or 0) > MAX_FILE_BYTES:
+            return json_response({"error": f"file larger than {MAX_FILE_BYTES} bytes; split it, or build it "
+                                           "into the sandbox image"}, 413)
         data = await request.body()
         if len(data) > MAX_FILE_BYTES:
             return json_response({"error": f"file larger than {MAX_FILE_BYTES} bytes"}, 413)

@@ -23,6 +23,11 @@ DOCKER_HEADER = struct.Struct(">BxxxI")
 FRAME_HEADER = struct.Struct(">I")
 STDOUT, STDERR = 1, 2
 STDERR_TAIL_LINES = 20
+# What sandboxed code could send the broker by writing to the agent's stdout or stderr itself (it
+# runs as the same user): frames and unterminated stderr lines are bounded, beyond that the
+# channel is closed and the sandbox counts as dead.
+MAX_FRAME_BYTES = 256 << 20
+MAX_STDERR_LINE = 64 << 10
 
 
 class ChannelClosed(ConnectionError):
@@ -50,6 +55,7 @@ class AgentChannel:
         loop = asyncio.get_running_loop()
         self.hello: asyncio.Future = loop.create_future()
         self.closed = asyncio.Event()
+        self.violation: Optional[str] = None  # what the stream did wrong, when it was not the agent's
         self._task = loop.create_task(self._read_forever())
 
     async def wait_ready(self, timeout: float) -> dict[str, Any]:
@@ -95,14 +101,17 @@ class AgentChannel:
                     self._on_stderr(data)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
-        except Exception:  # noqa: BLE001 - a garbled stream ends this channel, never the broker
-            LOG.exception("agent stream of %s broke", self.name)
+        except Exception as error:  # noqa: BLE001 - a garbled stream ends this channel, never the broker
+            self.violation = str(error) or type(error).__name__
+            LOG.warning("agent stream of %s broke: %s", self.name, self.violation)
         finally:
             self._close()
 
     def _dispatch(self) -> None:
         while len(self._buffer) >= FRAME_HEADER.size:
             (size,) = FRAME_HEADER.unpack_from(self._buffer)
+            if size > MAX_FRAME_BYTES:
+                raise ValueError(f"a frame of {size} bytes from the sandbox: protocol violation")
             if len(self._buffer) < FRAME_HEADER.size + size:
                 return
             message = json.loads(bytes(self._buffer[FRAME_HEADER.size:FRAME_HEADER.size + size]))
@@ -118,7 +127,7 @@ class AgentChannel:
     def _on_stderr(self, data: bytes) -> None:
         self._stderr.extend(data)
         *lines, rest = self._stderr.split(b"\n")
-        self._stderr = bytearray(rest)
+        self._stderr = bytearray(rest[-MAX_STDERR_LINE:])
         for raw in lines:
             line = raw.decode("utf-8", "replace")
             self.stderr_tail.append(line)

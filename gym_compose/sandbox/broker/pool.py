@@ -508,6 +508,9 @@ class SandboxPool:
     async def death_reason(self, sandbox: Sandbox) -> str:
         if sandbox.ttl_s and time.monotonic() - sandbox.started >= sandbox.ttl_s:
             return f"sandbox reached its time-to-live ({sandbox.ttl_s:g} s)"
+        violation = getattr(sandbox.channel, "violation", None)
+        if violation:
+            return f"sandbox garbled its agent's stream ({violation}) and was closed"
         try:
             state = (await self.engine.inspect(sandbox.container_id))["State"]
             # The agent's stream can end a moment before the engine records the container's exit.
