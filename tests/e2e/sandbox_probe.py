@@ -50,6 +50,12 @@ async def isolation(targets):
         report["after_slow"] = (await sandbox.exec("echo alive")).stdout
         report["id"] = sandbox.sandbox_id
         report["whoami"] = (await sandbox.exec("id -u; touch /etc/x 2>&1; echo hi > /work/f && cat /work/f")).stdout
+        # Make the kernel pick the agent itself when memory runs out: the sandbox dies of OOM.
+        death = await sandbox.exec("echo 1000 > /proc/$PPID/oom_score_adj; python3 -c 'x = bytearray(1 << 30)'",
+                                   timeout_s=60)
+        report["death"] = {"error_type": death.error_type, "reason": death.reason}
+        report["after_death"] = {"error_type": (await sandbox.exec("echo alive")).error_type,
+                                 "status": (await sandbox.status()).value}
     finally:
         await sandbox.stop()
     return report

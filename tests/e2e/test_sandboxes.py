@@ -164,6 +164,8 @@ def test_sandbox_isolation_limits_and_survival(stack, tmp_path):
     assert report["slow"]["error_type"] == "timeout"
     assert report["after_fork"] == report["after_hog"] == report["after_slow"] == "alive\n"
     assert report["whoami"].splitlines()[0] == "10002" and "Read-only file system" in report["whoami"]
+    assert report["death"] == {"error_type": "sandbox", "reason": "sandbox OOM-killed (memory 256m)"}
+    assert report["after_death"] == {"error_type": "sandbox", "status": "stopped"}
 
 
 def test_broker_refuses_what_the_plan_does_not_allow(stack):

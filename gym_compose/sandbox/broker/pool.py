@@ -97,6 +97,7 @@ class Sandbox:
     ttl_s: float = 0.0
     start_s: float = 0.0
     busy: int = 0
+    dying: Optional[asyncio.Task] = None
 
     def describe(self) -> dict[str, Any]:
         return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
@@ -218,14 +219,12 @@ class SandboxPool:
 
     def get(self, server: Optional[str], sandbox_id: str) -> Sandbox:
         sandbox = self.sandboxes.get(sandbox_id)
-        if sandbox is None or sandbox.state in ("starting", "warm"):
-            if sandbox_id in self.tombstones:
-                raise SandboxGone(self.tombstones[sandbox_id])
-            raise UnknownSandbox(f"no sandbox {sandbox_id!r} (released, or never leased)")
-        if server is not None and sandbox.server != server:
+        if sandbox is not None and server is not None and sandbox.server != server:
             raise Refused(f"sandbox {sandbox_id} belongs to {sandbox.server}, not {server}")
-        if sandbox.state == "removing":
-            raise SandboxGone(self.tombstones.get(sandbox_id, "sandbox was released"))
+        if sandbox_id in self.tombstones:  # dead, released or reaped, maybe still being removed
+            raise SandboxGone(self.tombstones[sandbox_id])
+        if sandbox is None or sandbox.state != "leased":
+            raise UnknownSandbox(f"no sandbox {sandbox_id!r} (released, or never leased)")
         return sandbox
 
     async def release(self, sandbox: Sandbox) -> None:
@@ -494,8 +493,14 @@ class SandboxPool:
             await self._mark_dead(sandbox)
 
     async def _mark_dead(self, sandbox: Sandbox, reason: Optional[str] = None) -> str:
+        """Bury a dead sandbox once (its watcher and a caller may notice at the same moment)."""
         if sandbox.id in self.tombstones:
             return self.tombstones[sandbox.id]
+        if sandbox.dying is None:
+            sandbox.dying = asyncio.get_running_loop().create_task(self._bury_dead(sandbox, reason))
+        return await asyncio.shield(sandbox.dying)
+
+    async def _bury_dead(self, sandbox: Sandbox, reason: Optional[str]) -> str:
         reason = reason or await self.death_reason(sandbox)
         self._bury(sandbox.id, reason)
         LOG.warning("sandbox %s of %s is dead: %s", sandbox.id, sandbox.server, reason)
