@@ -298,3 +298,45 @@ def test_a_servers_sandbox_build_folder_is_built_from_the_default_sandbox_image_
         assert again == [f"sandbox image {tag} is up to date"]
     finally:
         run("docker", "rmi", tag, timeout=120)
+
+
+def test_an_image_without_python_runs_commands_by_engine_api_exec(tmp_path):
+    import asyncio
+
+    from gym_compose.engine.images import ensure_base_image
+    from gym_compose.engine.sandbox_images import ensure_default_sandbox_image, ensure_sandbox_build
+    from gym_compose.sandbox.broker.channel import FallbackChannel
+    from gym_compose.sandbox.broker.engine import Engine
+    from gym_compose.sandbox.broker.pool import SandboxPool
+    from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
+
+    folder = tmp_path / "no_python"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(
+        "ARG SANDBOX_IMAGE\nFROM ${SANDBOX_IMAGE}\nUSER root\n"
+        "RUN for d in $(echo $PATH | tr : ' '); do rm -f $d/python3 $d/python3.*; done\nUSER 10002\n")
+    base = ensure_base_image(progress=lambda line: None)
+    image = ensure_sandbox_build(folder, f"e2e-{tmp_path.name}", base, ensure_default_sandbox_image(base, print), print)
+    policy = SandboxPolicy(server="s", image=image, network="none", memory_bytes=128 << 20)
+
+    async def scenario():
+        pool = SandboxPool(Engine(), BrokerSettings(project=f"gce2e-nopython-{tmp_path.name[-6:]}",
+                                                    servers={"s": policy}))
+        await pool.open()
+        try:
+            sandbox, _ = await pool.lease("s", LeaseRequest())
+            ran = await pool.exec(sandbox, ExecRequest(command="command -v python3 || echo none; exit 3"))
+            slow = await pool.exec(sandbox, ExecRequest(command="sleep 30", timeout_s=1))
+            await pool.write_file(sandbox, "f.txt", b"bytes", None, 1 << 20)
+            read = await pool.read_file(sandbox, "f.txt", 1 << 20, 1 << 20)
+            return isinstance(sandbox.channel, FallbackChannel), ran, slow, read
+        finally:
+            await pool.close()
+
+    try:
+        fallback, ran, slow, read = asyncio.run(scenario())
+        assert fallback
+        assert (ran["return_code"], ran["stdout"]) == (3, "none\n")
+        assert slow["error_type"] == "timeout" and read == b"bytes"
+    finally:
+        run("docker", "rmi", image, timeout=120)

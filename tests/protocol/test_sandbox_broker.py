@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from gym_compose.sandbox.broker.app import build_app
-from gym_compose.sandbox.broker.pool import NoCapacity, Refused, SandboxGone, SandboxPool
+from gym_compose.sandbox.broker.pool import SandboxPool
+from gym_compose.sandbox.broker.sandboxes import NoCapacity, Refused, SandboxGone
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import SERVER_HEADER, server_token
 from sandbox_fakes import FakeEngine, run_async

@@ -27,7 +27,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gym_compose.sandbox.broker.pool import BrokerError, SandboxGone, SandboxPool
+from gym_compose.sandbox.broker.pool import SandboxPool
+from gym_compose.sandbox.broker.sandboxes import BrokerError, SandboxGone
 from gym_compose.sandbox.policy import ExecRequest, LeaseRequest
 from gym_compose.sandbox.tokens import SERVER_HEADER, token_matches
 from gym_compose.server.web import READY_PATH, json_response, read_json_object, validation_error_response

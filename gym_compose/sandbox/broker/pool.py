@@ -15,12 +15,16 @@ import logging
 import secrets
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
+from gym_compose.sandbox.broker.commands import agent_exec_request, command_timeout, exec_result, user_refusal
+from gym_compose.sandbox.broker.death import death_reason
 from gym_compose.sandbox.broker.engine import Engine, EngineError, NotFound
 from gym_compose.sandbox.broker.launch import container_config, container_name
+from gym_compose.sandbox.broker.sandboxes import (
+    BrokerError, Limits, NoCapacity, Refused, Sandbox, SandboxGone, StartFailed, UnknownSandbox, default_limits,
+)
 from gym_compose.sandbox.policy import (
     PROJECT_LABEL, SANDBOX_LABEL, BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy, refusal,
 )
@@ -32,78 +36,6 @@ FALLBACK_POLL_S = 2.0
 TOMBSTONES = 10000
 LAUNCH_DRAIN_S = 60.0
 STATS_WINDOW = 1000
-EXIT_SETTLE_POLLS, EXIT_SETTLE_POLL_S = 20, 0.1
-MEMORY_SHARE = 0.75  # of the engine's memory that sandbox limits may add up to
-SANDBOXES_PER_CORE = 16
-
-
-class BrokerError(Exception):
-    status = 500
-
-
-class Refused(BrokerError):
-    status = 403
-
-
-class UnknownSandbox(BrokerError):
-    status = 404
-
-
-class SandboxGone(BrokerError):
-    status = 410
-
-
-class NoCapacity(BrokerError):
-    status = 503
-
-
-class StartFailed(BrokerError):
-    status = 502
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_live: int
-    max_starting: int
-
-
-def default_limits(settings: BrokerSettings, cores: int, memory_total: int) -> Limits:
-    """Safe for a laptop: 16 sandboxes per core, and no more than the largest declared sandbox
-    fits into three quarters of the engine's memory; starts at once: twice the cores (4 or more;
-    the engine's own work per start is mostly waiting, measured in bench/bench_sandboxes.py)."""
-    largest = max((policy.memory_bytes for policy in settings.servers.values()), default=512 << 20)
-    by_memory = int(memory_total * MEMORY_SHARE // largest) if memory_total else SANDBOXES_PER_CORE
-    derived_live = max(1, min(SANDBOXES_PER_CORE * max(1, cores), by_memory))
-    return Limits(max_live=settings.max_live or derived_live,
-                  max_starting=settings.max_starting or max(4, 2 * cores))
-
-
-@dataclass(eq=False)
-class Sandbox:
-    id: str
-    server: str
-    image: str
-    policy: SandboxPolicy
-    container_id: str = ""
-    state: str = "starting"  # starting | warm | leased | removing
-    channel: Any = None
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str = ""
-    metadata: dict[str, str] = field(default_factory=dict)
-    uid: Optional[int] = None
-    created_at: float = field(default_factory=time.time)
-    started: float = field(default_factory=time.monotonic)
-    last_used: float = field(default_factory=time.monotonic)
-    ttl_s: float = 0.0
-    start_s: float = 0.0
-    busy: int = 0
-    dying: Optional[asyncio.Task] = None
-
-    def describe(self) -> dict[str, Any]:
-        return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
-                "created_at": self.created_at, "age_s": round(time.monotonic() - self.started, 3),
-                "session": self.metadata.get("session"), "metadata": self.metadata, "workdir": self.workdir,
-                "memory": self.policy.memory}
 
 
 class SandboxPool:
@@ -396,36 +328,13 @@ class SandboxPool:
     # -- commands and files ----------------------------------------------------------------------
 
     async def exec(self, sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
-        policy = sandbox.policy
-        timeout = request.timeout_s if request.timeout_s is not None else policy.timeout_s
-        if request.user not in (None, "") and not self._is_current_user(sandbox, request.user):
-            return {"return_code": 125, "stdout": "", "error_type": "user",
-                    "stderr": f"gym-compose sandboxes run every command as the sandbox's own user (uid {sandbox.uid}); "
-                              f"cannot run as {request.user!r}: set `user` in the server's sandbox_config instead"}
-        limit = request.max_output_bytes or policy.max_output_bytes
-        answer = await self._call(sandbox, "exec", (timeout or 0) + AGENT_GRACE_S if timeout else None,
-                                  command=request.command, cwd=request.cwd or sandbox.workdir,
-                                  env={**sandbox.env, **request.env}, timeout_s=timeout, max_output_bytes=limit,
-                                  shell=policy.shell)
-        if not answer.get("ok"):
-            return {"return_code": 125, "stdout": "", "stderr": str(answer.get("error")), "error_type": "sandbox"}
-        stderr, error_type, reason = answer.get("stderr", ""), None, None
-        code = answer.get("return_code")
-        if answer.get("timed_out"):
-            error_type, code, reason = "timeout", 124, f"command timed out after {timeout:g} s and was killed"
-        elif answer.get("oom"):
-            error_type, reason = "oom", oom_reason(policy)
-        if reason:
-            stderr += f"\n[gym-compose] {reason}; the sandbox lives on\n"
-        if answer.get("truncated"):
-            stderr += f"\n[gym-compose] output truncated to {limit} bytes per stream\n"
-        return {"return_code": code, "stdout": answer.get("stdout", ""), "stderr": stderr, "error_type": error_type,
-                "reason": reason, "truncated": bool(answer.get("truncated")), "duration_s": answer.get("duration_s")}
-
-    def _is_current_user(self, sandbox: Sandbox, user: str) -> bool:
-        if sandbox.uid is None:
-            return False
-        return user == str(sandbox.uid) or (sandbox.uid == 0 and user == "root")
+        refused = user_refusal(sandbox, request)
+        if refused is not None:
+            return refused
+        timeout = command_timeout(sandbox, request)
+        answer = await self._call(sandbox, "exec", timeout + AGENT_GRACE_S if timeout else None,
+                                  **agent_exec_request(sandbox, request))
+        return exec_result(sandbox, request, answer)
 
     async def write_file(self, sandbox: Sandbox, path: str, data: bytes, mode: Optional[int], chunk: int) -> int:
         import base64
@@ -501,7 +410,7 @@ class SandboxPool:
         return await asyncio.shield(sandbox.dying)
 
     async def _bury_dead(self, sandbox: Sandbox, reason: Optional[str]) -> str:
-        reason = reason or await self.death_reason(sandbox)
+        reason = reason or await death_reason(self.engine, sandbox)
         self._bury(sandbox.id, reason)
         LOG.warning("sandbox %s of %s is dead: %s", sandbox.id, sandbox.server, reason)
         pool = self.warm.get(sandbox.server)
@@ -509,34 +418,6 @@ class SandboxPool:
             pool.remove(sandbox)
         self._spawn(self.destroy(sandbox, reason))
         return reason
-
-    async def death_reason(self, sandbox: Sandbox) -> str:
-        if sandbox.ttl_s and time.monotonic() - sandbox.started >= sandbox.ttl_s:
-            return f"sandbox reached its time-to-live ({sandbox.ttl_s:g} s)"
-        violation = getattr(sandbox.channel, "violation", None)
-        if violation:
-            return f"sandbox garbled its agent's stream ({violation}) and was closed"
-        try:
-            state = (await self.engine.inspect(sandbox.container_id))["State"]
-            # The agent's stream can end a moment before the engine records the container's exit.
-            for _ in range(EXIT_SETTLE_POLLS):
-                if not state.get("Running"):
-                    break
-                await asyncio.sleep(EXIT_SETTLE_POLL_S)
-                state = (await self.engine.inspect(sandbox.container_id))["State"]
-        except NotFound:
-            return "sandbox container was removed from outside the broker"
-        except EngineError as error:
-            return f"sandbox is unreachable ({error})"
-        if state.get("OOMKilled"):
-            return oom_reason(sandbox.policy)
-        if state.get("Running"):
-            return "sandbox agent stopped answering"
-        code = state.get("ExitCode")
-        if code == 3:
-            return f"sandbox reached its time-to-live ({sandbox.policy.ttl_s:g} s)"
-        tail = [line for line in sandbox.channel.stderr_tail if line.strip()] if sandbox.channel else []
-        return f"sandbox exited (exit code {code})" + (f": {tail[-1]}" if tail else "")
 
     def _bury(self, sandbox_id: str, reason: str) -> None:
         self.tombstones[sandbox_id] = reason
@@ -590,10 +471,6 @@ class SandboxPool:
         for server in self.settings.servers:
             self._schedule_refill(server)
         return [sandbox.id for sandbox, _ in expired]
-
-
-def oom_reason(policy: SandboxPolicy) -> str:
-    return f"sandbox OOM-killed (memory {policy.memory})"
 
 
 def _quantile(ordered: list[float], q: float) -> Optional[float]:
