@@ -32,6 +32,7 @@ PROTOCOL_VERSION = 1
 HEADER = struct.Struct(">I")
 READ_CHUNK = 65536
 EXIT_POLL_S = 0.05
+DRAIN_AFTER_EXIT_S = 0.2
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
@@ -153,6 +154,7 @@ class Agent(object):
         for fd in order:
             selector.register(fd, selectors.EVENT_READ)
         deadline = started + float(timeout) if timeout else None
+        exited_at = None
         try:
             while selector.get_map():
                 wait = EXIT_POLL_S
@@ -169,12 +171,16 @@ class Agent(object):
                     if room > 0:
                         buffer.extend(chunk[:room])
                     truncated = truncated or len(chunk) > room
-                if deadline is not None and time.monotonic() >= deadline and process.poll() is None:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline and process.poll() is None:
                     self.kill_group(process)
                     timed_out = True
                     break
-                if not events and process.poll() is not None:
-                    break  # it exited, but a background child holds the pipes open
+                if process.poll() is not None:
+                    # It exited, but a background child holds the pipes open (and may write forever).
+                    exited_at = exited_at or now
+                    if not events or now - exited_at > DRAIN_AFTER_EXIT_S:
+                        break
             for fd in list(selector.get_map()):
                 os.set_blocking(fd, False)
                 try:

@@ -86,6 +86,12 @@ def test_a_background_child_does_not_hold_the_answer(agent):
     assert time.monotonic() - started < 10
 
 
+def test_a_background_child_that_writes_forever_does_not_hold_the_answer(agent):
+    started = time.monotonic()
+    answer = agent.call("exec", command="yes & echo started", max_output_bytes=1000)
+    assert answer["return_code"] == 0 and answer["truncated"] and time.monotonic() - started < 10
+
+
 def test_output_beyond_the_cap_is_read_and_dropped(agent):
     answer = agent.call("exec", command="head -c 3000000 /dev/zero; echo tail >&2", max_output_bytes=100)
     assert answer["return_code"] == 0 and answer["truncated"]
