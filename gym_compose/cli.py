@@ -5,6 +5,7 @@ Every command that takes a stack accepts the same config arguments as NeMo Gym's
 Hydra override (`key=value`, `+key=value`, `++key=value`); see gym_compose/cli_options.py.
 """
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from gym_compose.cli_options import (
     with_stack,
 )
 from gym_compose.errors import UserError
+from gym_compose.paths import require_project_files
 
 HELP = """Run NeMo Gym-style RL environments and benchmarks as a docker-compose project.
 
@@ -167,6 +169,37 @@ def list_components(search_dir: SearchDirOpt = None) -> None:
     list_command(list(search_dir or []))
 
 
+@app.command()
+def view(
+    run_dirs: Annotated[Optional[list[Path]], typer.Argument(
+        metavar="RUN_DIR", show_default=False,
+        help="Run folders (what `up`/`eval run` printed after `results:`); several are shown side by side. "
+        "Default: the latest run under --results-dir.")] = None,
+    export: Annotated[Optional[Path], typer.Option(
+        "--export", metavar="FILE.html",
+        help="Write one self-contained HTML file (opens with no server and no network) instead of serving.")] = None,
+    port: Annotated[int, typer.Option("--port", help="Port to serve on (default: a free one, printed).")] = 0,
+    host: Annotated[str, typer.Option("--host", help="Address to serve on; keep the default unless you mean to share the page.")] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the default web browser.")] = False,
+    results_dir: Annotated[Path, typer.Option("--results-dir", help="Where to look for the latest run when no RUN_DIR is given.")] = Path("results"),
+    max_tasks: Annotated[int, typer.Option("--max-tasks", min=1, help="--export: tasks per run in the table (failed and lowest-reward first).")] = 2000,
+    max_rollouts: Annotated[int, typer.Option("--max-rollouts", min=1, help="--export: rollouts whose trajectories the file holds (failed and lowest-reward first).")] = 300,
+) -> None:
+    """Look at runs in a web page: metrics, manifest, reward histogram, pass@k, tasks, trajectories.
+
+    Serves the page on 127.0.0.1 at a free port (printed) until Ctrl-C; reload the page to see
+    rollouts a running collection added since. With --export, writes one HTML file instead.
+    """
+    from gym_compose.view import export_report, serve
+    from gym_compose.view.run_folder import resolve_run_folders
+
+    folders = resolve_run_folders(list(run_dirs or []), results_dir)
+    if export is not None:
+        export_report(folders, export, max_tasks=max_tasks, max_rollouts=max_rollouts)
+        return
+    serve(folders, host=host, port=port, open_browser=open_browser)
+
+
 @eval_app.command("run", context_settings=STACK_COMMAND)
 @with_config
 @with_stack
@@ -198,32 +231,44 @@ def eval_prepare(request) -> None:
     prepare_datasets(request)
 
 
+INTERRUPTED_BY: dict[str, int] = {"signal": signal.SIGINT}
+INTERRUPTED = 130  # what typer (or click) makes of a KeyboardInterrupt
+
+
 def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt  # SIGTERM (a CI job cancelled, `kill`) cleans up exactly like Ctrl-C
+    """SIGTERM (a CI job cancelled, `kill`) and SIGHUP (the terminal closed) clean up exactly like
+    Ctrl-C; the exit status then says which signal it was (128 + its number)."""
+    if signum == signal.SIGHUP:  # the terminal is gone: what we would print now cannot reach anyone
+        devnull = open(os.devnull, "w")
+        sys.stdout, sys.stderr = devnull, devnull
+    INTERRUPTED_BY["signal"] = signum
+    raise KeyboardInterrupt
+
+
+def _usage_error_types() -> tuple[type[Exception], ...]:
+    """Click's ClickException: the base of typer.BadParameter, whether typer depends on click
+    (older releases) or carries its own copy of it (typer._click, since 0.2x)."""
+    return tuple(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
 
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
     try:
-        code = app(standalone_mode=False)
+        require_project_files()
+        code = app(standalone_mode=False, prog_name="gym-compose")
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
     except OSError as error:  # a file we could not read or write: say which, no traceback
         print(f"error: {error.strerror or error}" + (f": {error.filename}" if error.filename else ""), file=sys.stderr)
         sys.exit(1)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except SystemExit:
-        raise
-    except Exception as error:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(error, click.ClickException):
-            error.show()
-            sys.exit(error.exit_code)
-        raise
+    except (typer.Abort, KeyboardInterrupt):  # click turns a KeyboardInterrupt into Abort
+        code = INTERRUPTED
+    except _usage_error_types() as error:  # a usage error: one line, with typer's usage hint; exit 2
+        error.show()
+        sys.exit(error.exit_code)
+    if code == INTERRUPTED:  # typer 0.2x makes a KeyboardInterrupt exit 130: say which signal it was
+        code = 128 + INTERRUPTED_BY["signal"]
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,8 +1,10 @@
 """A collection run from the host: serve (or reuse) the stack, run the collector container, report.
 
-The collector itself (`gym_compose.collect`) runs inside the project's network; this module picks
-its rows and run folder, starts it with `docker compose run`, shows its progress, writes the
-run's manifest and prints the key metrics.
+The collector itself (`gym_compose.collect`) runs inside the project's network; this module checks
+every row and option before anything starts, claims the run folder, starts the collector with
+`docker compose run` holding a lease on it (its stdin), watches the stack while it runs (a server
+that dies stops the run, naming it), shows its progress, writes the run's manifest and prints the
+key metrics.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,13 +21,16 @@ from pathlib import Path
 
 from gym_compose import __version__
 from gym_compose.collect import read_progress
+from gym_compose.collect.lock import current_holder
 from gym_compose.config import redact
 from gym_compose.config.redact import MASK, is_secret_key
 from gym_compose.engine.compose import ComposeProject
+from gym_compose.engine.docker_cli import DockerProcess
 from gym_compose.engine.images import image_digest
+from gym_compose.engine.postmortem import describe_death, indented_log
 from gym_compose.errors import UserError
-from gym_compose.inputs import benchmark_datasets, check_rows, uniform_num_repeats, write_collection_input
-from gym_compose.plan import COLLECTOR_SERVICE
+from gym_compose.inputs import benchmark_datasets, check_rollouts, uniform_num_repeats, write_collection_input
+from gym_compose.plan import COLLECTOR_SERVICE, Stack
 from gym_compose.render import CollectorRun
 from gym_compose.stack_commands import (
     StackArgs,
@@ -39,12 +43,16 @@ from gym_compose.stack_commands import (
     say,
     start_servers,
     stop_and_remove,
+    uninterruptible,
 )
 
 INPUT_FILE = "input.jsonl"
 MANIFEST_FILE = "manifest.json"
 METRICS_FILE = "rollouts_aggregate_metrics.json"
 COLLECTOR_TIMEOUT_SECONDS = 7 * 24 * 3600
+COLLECTOR_STOP_SECONDS = 30  # how long a collector asked to stop may take to write what it has
+WATCH_INTERVAL_SECONDS = 2.0  # how often the stack is checked for a dead server while collecting
+PROGRESS_INTERVAL_SECONDS = 0.5
 UNPRIVILEGED_UID = 10001  # the base image's `server` user
 
 
@@ -59,42 +67,77 @@ class CollectionArgs:
     prompt_config: Path | None = None
 
 
+@dataclass(frozen=True)
+class CollectorOutcome:
+    exit_code: int
+    stopped_for: str | None = None  # a server died: the run was stopped early
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A collection that passed every check; nothing has been written yet."""
+
+    name: str
+    datasets: list
+    collector_args: list[str]
+
+
 def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool) -> int:
-    """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`."""
+    """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`.
+
+    Every row and option is checked, and the run folder's writer lock and the project's collector
+    looked at, before a folder is made or a container starts; a start that fails removes the run
+    folder it made.
+    """
     loaded, stack = load_and_plan(args)
+    planned = _plan_run(loaded, stack, collection)
     if serve:
         refuse_if_running(stack.project)
-    run_dir, collector = _prepare_run(loaded, collection)  # bad rows stop us before any container
-    images, project = build_and_render(stack, project_dir(stack.project), collector)
+    else:
+        _require_running(ComposeProject(stack.project))
+    refuse_second_collector(ComposeProject(stack.project))
+    run_dir, created = _claim_run_dir(collection, planned.name)
     started_at = datetime.now(timezone.utc)
-    exit_code = 1
+    outcome: CollectorOutcome | None = None
+    images: dict[str, str] = {}
+    project: ComposeProject | None = None
     try:
+        collector = _write_run_inputs(run_dir, planned, collection)
+        images, project = build_and_render(stack, project_dir(stack.project), collector)
         if serve:
             start_servers(stack, project)
-        else:
-            _require_running(project)
-        exit_code = _run_collector(project, run_dir)
+        outcome = CollectorOutcome(1)  # from here on the run folder is the run's, whatever happens
+        outcome = _run_collector(project, run_dir, [s.name for s in stack.services])
     except BaseException:
-        if serve and not keep:
+        if outcome is not None and project is not None:  # before `down` forgets the compose file
+            _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
+        if serve and not keep and project is not None:
             down_quietly(project)
+        if outcome is None and created:
+            shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    finally:
-        _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, exit_code)
+    _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
     _print_summary(run_dir)
     print(f"results: {run_dir}")
     if serve and not keep:
         stop_and_remove(project)
     elif serve:
         say(f"stack left running (--keep); stop it with `gym-compose down -p {stack.project}`")
-    return exit_code
+    if outcome.stopped_for:
+        raise UserError(
+            f"the run was stopped: {outcome.stopped_for}",
+            hint=f"finished rollouts are saved in {run_dir}; once the cause is fixed, continue the run with: "
+            f"{_resume_command(sys.argv)}",
+            exit_code=1,
+        )
+    return outcome.exit_code
 
 
-def _prepare_run(loaded, collection: CollectionArgs) -> tuple[Path, CollectorRun]:
-    """Check every input row first, then claim the run folder and put the rows there."""
+def _plan_run(loaded, stack: Stack, collection: CollectionArgs) -> PlannedRun:
+    """Check every input row and collector option, as the collector will; write nothing."""
     if collection.input_file is not None:
         if not collection.input_file.is_file():
             raise UserError(f"input file {collection.input_file} does not exist")
-        check_rows(collection.input_file)
         datasets = []
         num_repeats = collection.num_repeats
     else:
@@ -104,31 +147,59 @@ def _prepare_run(loaded, collection: CollectionArgs) -> tuple[Path, CollectorRun
                 "nothing to collect: the config declares no dataset of type `benchmark`",
                 hint="select one with --benchmark NAME, or pass rows with --input FILE",
             )
-        for dataset in datasets:
-            check_rows(dataset.path)
         num_repeats = collection.num_repeats or uniform_num_repeats(datasets)
     if collection.prompt_config is not None and not collection.prompt_config.is_file():
         raise UserError(f"prompt config {collection.prompt_config} does not exist")
-
+    extra = list(collection.collector_args)
+    if num_repeats:
+        extra += ["--num-repeats", str(num_repeats)]
+    check_rollouts(stack.network_config, extra, collection.input_file, datasets, collection.prompt_config)
+    if collection.resume:
+        extra.append("--resume")
+    if collection.prompt_config is not None:
+        extra += ["--prompt-config", "/results/prompt_config.yaml"]
     name = collection.run_name or _default_run_name(collection, datasets)
-    run_dir = _resumed_run_dir(collection.results_dir, name) if collection.resume else _new_run_dir(
-        collection.results_dir, name)
+    return PlannedRun(name=name, datasets=datasets, collector_args=extra)
+
+
+def refuse_second_collector(project: ComposeProject) -> None:
+    """One collector per project: a second would write beside the first (or into its folder)."""
+    running = project.one_off_containers(COLLECTOR_SERVICE, running_only=True)
+    if running:
+        raise UserError(
+            f"a collector of project {project.name!r} is still running: {', '.join(running)}",
+            hint="wait for it to finish, or stop it with `gym-compose down -p "
+            f"{project.name}` (or `docker rm -f {running[0]}`); run another collection at once with -p OTHER",
+        )
+
+
+def _claim_run_dir(collection: CollectionArgs, name: str) -> tuple[Path, bool]:
+    """The run folder and whether this command made it; a resumed folder that a live collector
+    still writes is refused (a dead one's lock is no obstacle)."""
+    if not collection.resume:
+        return _new_run_dir(collection.results_dir, name), True
+    run_dir = _resumed_run_dir(collection.results_dir, name)
+    holder = current_holder(run_dir)
+    if holder is not None:
+        raise UserError(
+            f"{run_dir} is being written by another collector: {holder}",
+            hint="wait for it to finish or stop it, then run with --resume again",
+        )
+    return run_dir, False
+
+
+def _write_run_inputs(run_dir: Path, planned: PlannedRun, collection: CollectionArgs) -> CollectorRun:
     input_copy = run_dir / INPUT_FILE
     if not (collection.resume and input_copy.exists()):
         if collection.input_file is not None:
             shutil.copyfile(collection.input_file, input_copy)
         else:  # a --prompt-config given here replaces the datasets' own prompt configs
-            write_collection_input(datasets, input_copy, apply_dataset_prompts=collection.prompt_config is None)
-
-    extra = list(collection.collector_args)
-    if num_repeats:
-        extra += ["--num-repeats", str(num_repeats)]
-    if collection.resume:
-        extra.append("--resume")
+            write_collection_input(planned.datasets, input_copy,
+                                   apply_dataset_prompts=collection.prompt_config is None)
     if collection.prompt_config is not None:
         shutil.copyfile(collection.prompt_config, run_dir / "prompt_config.yaml")
-        extra += ["--prompt-config", "/results/prompt_config.yaml"]
-    return run_dir, CollectorRun(input_file=input_copy, output_dir=run_dir, args=extra, user=collector_user(run_dir))
+    return CollectorRun(input_file=input_copy, output_dir=run_dir, args=[*planned.collector_args, "--host-lease"],
+                        user=collector_user(run_dir))
 
 
 def collector_user(run_dir: Path) -> str:
@@ -181,8 +252,8 @@ def _new_run_dir(results_dir: Path, name: str) -> Path:
 
 
 def _require_running(project: ComposeProject) -> None:
-    states = project_states(project)
-    unhealthy = [s.service for s in states if s.state != "running" or s.health not in ("healthy", "")]
+    states = [s for s in project_states(project) if not s.one_off]
+    unhealthy = [s.service for s in states if not s.serving]
     if not states or unhealthy:
         raise UserError(
             "--no-serve needs the stack to be up and healthy; "
@@ -191,36 +262,81 @@ def _require_running(project: ComposeProject) -> None:
         )
 
 
-def _run_collector(project: ComposeProject, run_dir: Path) -> int:
-    argv = project.run_command(COLLECTOR_SERVICE)
+def _run_collector(project: ComposeProject, run_dir: Path, services: list[str]) -> CollectorOutcome:
+    """Run the collector, showing its progress and watching the servers; a server that dies
+    stops the run at once (its rollouts in flight fail naming it). Ctrl-C stops the collector,
+    which keeps what it finished, and removes its container."""
     log_path = run_dir / "collector.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    with open(log_path, "a", encoding="utf-8", errors="replace") as log:
+        collector = project.run_one_off(COLLECTOR_SERVICE, log)
         display = ProgressDisplay()
+        stopped_for = None
         try:
-            deadline = time.monotonic() + COLLECTOR_TIMEOUT_SECONDS
-            while process.poll() is None and time.monotonic() < deadline:
-                display.update(read_progress(run_dir))
-                time.sleep(0.5)
-            if process.poll() is None:
-                process.kill()
+            stopped_for = _watch(project, collector, run_dir, services, display)
+            code = collector.wait(COLLECTOR_STOP_SECONDS if stopped_for else None)
+            if code is None:
+                code = collector.stop(5)
         except KeyboardInterrupt:
+            display.close()
             say("\ninterrupted: stopping the collector; finished rollouts are saved (rerun with --resume)")
-            process.terminate()
-            project.remove_one_off(COLLECTOR_SERVICE)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            with uninterruptible():
+                _stop_collector(project, collector)
             raise
         finally:
             display.update(read_progress(run_dir))
             display.close()
-    code = process.returncode
+    if stopped_for:
+        return CollectorOutcome(code, stopped_for)
     if code not in (0, 1) or (code == 1 and not (run_dir / "rollouts_failures.jsonl").exists()):
         say(f"error: the collector exited with {code}; its output:")
         say(log_path.read_text(errors="replace")[-3000:].rstrip())
-    return code
+        collector.check(engine_only=True)  # the engine's own explanation, when it has one (daemon gone, ...)
+    return CollectorOutcome(code)
+
+
+def _watch(project: ComposeProject, collector: DockerProcess, run_dir: Path, services: list[str],
+           display: ProgressDisplay) -> str | None:
+    """Until the collector exits: progress every half second, the servers every few seconds.
+    Returns why the run was stopped, if a server died."""
+    deadline = time.monotonic() + COLLECTOR_TIMEOUT_SECONDS
+    next_check = time.monotonic() + WATCH_INTERVAL_SECONDS
+    reported_paused: set[str] = set()
+    while collector.wait(PROGRESS_INTERVAL_SECONDS) is None:
+        display.update(read_progress(run_dir))
+        now = time.monotonic()
+        if now > deadline:
+            say(f"error: the collector ran for more than {COLLECTOR_TIMEOUT_SECONDS} s; stopping it")
+            _stop_collector(project, collector)
+            return None
+        if now < next_check:
+            continue
+        next_check = now + WATCH_INTERVAL_SECONDS
+        check = project.check_stack(services)
+        for service in sorted(set(check.paused) - reported_paused):
+            display.close()
+            say(f"warning: server {service} is paused; its rollouts wait for it (until "
+                "peer_request_timeout_seconds) unless it is unpaused")
+        reported_paused = set(check.paused)
+        if check.dead or check.empty:
+            reason = "; ".join(describe_death(state) for state in check.dead) or "every server of the stack is gone"
+            display.close()
+            say(f"error: {reason}; stopping the run")
+            for state in check.dead:
+                if state.state != "missing":
+                    say(f"  last log lines of {state.service}:")
+                    say("\n".join(indented_log(project, state.service)) or "      (none)")
+            collector.tell({"stop": reason})
+            collector.close_stdin()
+            return reason
+    return None
+
+
+def _stop_collector(project: ComposeProject, collector: DockerProcess) -> None:
+    """Close its lease (it stops and keeps what it finished), give it a moment, then remove it."""
+    collector.close_stdin()
+    if collector.wait(COLLECTOR_STOP_SECONDS) is None:
+        collector.stop(5)
+    project.remove_one_off(COLLECTOR_SERVICE)
 
 
 class ProgressDisplay:
@@ -251,8 +367,10 @@ class ProgressDisplay:
         self.last_line = line
 
     def close(self) -> None:
+        """End the progress line, so that a message can follow on its own line."""
         if self.tty and self.last_line:
             sys.stderr.write("\n")
+            self.last_line = ""
 
 
 def _write_manifest(run_dir: Path, data: dict, compose_file: Path, images: dict[str, str],
@@ -291,6 +409,14 @@ def _print_summary(run_dir: Path) -> None:
         for key, value in (entry.get("key_metrics") or {}).items():
             shown = f"{value:.4g}" if isinstance(value, float) else value
             print(f"  {key:40} {shown}")
+
+
+def _resume_command(argv: list[str]) -> str:
+    """The command line that continues this run: the same one with --resume (secrets masked)."""
+    shown = ["gym-compose", *_redacted_argv(argv[1:])]
+    if "--resume" not in shown:
+        shown.append("--resume")
+    return " ".join(shown)
 
 
 def _redacted_argv(argv: list[str]) -> list[str]:

@@ -66,19 +66,27 @@ def benchmark_datasets(data: dict[str, Any], roots: list[Path]) -> list[Dataset]
     return found
 
 
+def dataset_rows(dataset: Dataset, apply_dataset_prompt: bool = True) -> list[tuple[int, str, dict[str, Any]]]:
+    """A dataset's rows as NeMo Gym collates them: its prompt_config applied, agent_ref added for
+    an agent's dataset; (line number, text, row) as `read_input_lines` gives them."""
+    prompt = load_prompt_config(dataset.prompt_config) if apply_dataset_prompt and dataset.prompt_config else None
+    rows = []
+    for line_number, text, row in read_input_lines(dataset.path):
+        if prompt is not None:
+            row = apply_prompt(prompt, row, f"{dataset.path}, line {line_number}")
+        if dataset.server_type == "responses_api_agents" and "agent_ref" not in row:
+            row = {**row, "agent_ref": {"name": dataset.instance}}
+        rows.append((line_number, text, row))
+    return rows
+
+
 def write_collection_input(datasets: list[Dataset], target: Path, apply_dataset_prompts: bool = True) -> int:
-    """Concatenate the datasets' rows into target, as NeMo Gym collates them: each dataset's
-    prompt_config applied, agent_ref added for agent datasets. Returns the number of rows."""
+    """Concatenate the datasets' rows (see dataset_rows) into target. Returns the number of rows."""
     count = 0
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "w", encoding="utf-8") as out:
         for dataset in datasets:
-            prompt = load_prompt_config(dataset.prompt_config) if apply_dataset_prompts and dataset.prompt_config else None
-            for line_number, _, row in read_input_lines(dataset.path):
-                if prompt is not None:
-                    row = apply_prompt(prompt, row, f"{dataset.path}, line {line_number}")
-                if dataset.server_type == "responses_api_agents" and "agent_ref" not in row:
-                    row = {**row, "agent_ref": {"name": dataset.instance}}
+            for _, _, row in dataset_rows(dataset, apply_dataset_prompts):
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 count += 1
     if count == 0:
@@ -89,6 +97,34 @@ def write_collection_input(datasets: list[Dataset], target: Path, apply_dataset_
 def check_rows(path: Path) -> int:
     """How many rows the file holds; a bad line is an error naming file and line."""
     return len(read_input_lines(path))
+
+
+def check_rollouts(network_config: dict[str, Any], collector_args: list[str], input_file: Path | None,
+                   datasets: list[Dataset], prompt_config: Path | None) -> int:
+    """Run the collector's own checks, on the host, before anything starts: its options (as the
+    collector will parse `collector_args` against the stack's in-network config), and every row
+    it will send (JSON, `responses_create_params`, routing to an environment server, prompt).
+    Returns the number of rollouts; none at all is an error, so an empty input starts nothing."""
+    from gym_compose.collect.cli import options_from, parse_args
+    from gym_compose.collect.routing import routing_table_from_config
+    from gym_compose.collect.rows import materialize_rows
+
+    options = options_from(parse_args(["--input", "-", "--output-dir", "-", *collector_args]), network_config)
+    routing = routing_table_from_config(network_config)
+    prompt = load_prompt_config(prompt_config) if prompt_config is not None else None
+    if input_file is not None:
+        sources = [(input_file, read_input_lines(input_file, options.limit))]
+    else:  # a --prompt-config replaces the datasets' own prompt configs, as in write_collection_input
+        sources = [(d.path, dataset_rows(d, apply_dataset_prompt=prompt is None)) for d in datasets]
+    rollouts, rows_left = 0, options.limit
+    for path, rows in sources:
+        if rows_left is not None:
+            rows, rows_left = rows[:rows_left], rows_left - len(rows[:rows_left])
+        rollouts += len(materialize_rows(rows, path, options, routing, prompt))
+    if rollouts == 0:
+        named = str(input_file) if input_file is not None else ", ".join(str(d.path) for d in datasets)
+        raise UserError(f"nothing to collect: {named} holds no rows", hint="pass a JSONL file with one row per line")
+    return rollouts
 
 
 def uniform_num_repeats(datasets: list[Dataset]) -> int | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.redact import is_secret_key
 from gym_compose.errors import UserError
+from gym_compose.inference_engines import LOCAL_VLLM, engine_base_url, gpu_reservation, local_vllm_engine
 
 if TYPE_CHECKING:
     from gym_compose.sandbox_stack.plan import SandboxPlan
@@ -47,7 +48,7 @@ DOCKER_OVERRIDES = {
     "environment": "environment",
     "volumes": "volumes",
     "extra_hosts": "extra_hosts",
-    "gpus": "gpus",
+    "gpus": "deploy",  # rendered as deploy.resources.reservations.devices
 }
 
 
@@ -62,7 +63,7 @@ class StackOptions:
 @dataclass
 class Service:
     name: str
-    role: str  # head | environment | agent | model | resources
+    role: str  # head | environment | agent | model | resources | engine
     instance: str | None = None
     implementation: str | None = None
     source_dir: Path | None = None  # folder with the implementation's app.py; None: base image
@@ -70,6 +71,8 @@ class Service:
     published_port: int | None = None
     secrets: list[str] = field(default_factory=list)
     docker: dict[str, Any] = field(default_factory=dict)  # compose fields overridden by config
+    image: str | None = None  # a ready-made image (an inference engine's), pulled rather than built
+    compose: dict[str, Any] = field(default_factory=dict)  # an engine's own compose fields
 
 
 @dataclass
@@ -80,6 +83,7 @@ class Stack:
     host_config: dict[str, Any]  # what the head serves to clients on the host
     secrets: dict[str, str]  # secret name -> value, written to files, never into compose.yaml
     options: StackOptions
+    volumes: dict[str, str] = field(default_factory=dict)  # compose key -> docker volume kept across runs
     sandboxes: Optional["SandboxPlan"] = None  # servers that lease sandboxes (gym_compose/sandbox_stack)
 
     def service(self, name: str) -> Service:
@@ -151,6 +155,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     # model's block) is not written anywhere; its placeholder stays in the config.
     mounted = {name for service in services for name in service.secrets}
     secrets = {name: value for name, value in secrets.items() if name in mounted}
+    engines, volumes = _inference_engines(services, network_config, host_config)
     network_config["head_server"] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
     host_config["head_server"] = {"host": options.bind_address, "port": options.head_port}
 
@@ -161,13 +166,38 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
 
     return Stack(
         project=options.project,
-        services=[head, *services],
+        services=[head, *services, *engines],
         network_config=network_config,
         host_config=host_config,
         secrets=secrets,
         options=options,
+        volumes=volumes,
         sandboxes=plan_sandboxes(data, services),
     )
+
+
+def _inference_engines(services: list[Service], network_config: dict[str, Any], host_config: dict[str, Any]
+                       ) -> tuple[list[Service], dict[str, str]]:
+    """An engine service per local_vllm_model instance; the instance's base_url points at it."""
+    engines: list[Service] = []
+    volumes: dict[str, str] = {}
+    start_period = int(network_config.get("server_spinup_timeout_seconds", 600)) + int(
+        network_config.get("model_endpoint_readiness_timeout_seconds", 600))
+    for service in services:
+        if service.implementation != LOCAL_VLLM:
+            continue
+        spec = _instance_spec(network_config, service)
+        engine = local_vllm_engine(service.instance, service.name, spec, max(start_period, 1))
+        if any(existing.name == engine.name for existing in [*services, *engines]):
+            raise UserError(f"the engine service {engine.name!r} of {service.instance!r} clashes with an instance's "
+                            "service name", hint="rename one of them")
+        for config in (network_config, host_config):
+            _instance_spec(config, service)["base_url"] = engine_base_url(engine)
+        spec.setdefault("api_key", "EMPTY")
+        engines.append(Service(name=engine.name, role="engine", port=8000, image=engine.image,
+                               compose=engine.compose))
+        volumes.update(engine.volumes)
+    return engines, volumes
 
 
 def _source_dir(instance, roots: list[Path]) -> Path | None:
@@ -211,7 +241,10 @@ def _docker_overrides(instance_name: str, block: Any) -> dict[str, Any]:
             hint="put the value in the server's own config block under a key such as `api_key`: it then "
             "travels as a compose secret and the server reads it from its config",
         )
-    return {DOCKER_OVERRIDES[key]: value for key, value in block.items() if key != "publish"}
+    overrides = {DOCKER_OVERRIDES[key]: value for key, value in block.items() if key not in ("publish", "gpus")}
+    if block.get("gpus") is not None:
+        overrides["deploy"] = gpu_reservation(block["gpus"], f"{instance_name}.docker")
+    return overrides
 
 
 def _instance_spec(config: dict[str, Any], service: Service) -> dict[str, Any]:

@@ -61,7 +61,8 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
     host_yaml = yaml.safe_dump(stack.host_config, sort_keys=False)
     labels = {PROJECT_LABEL: stack.project}
     services = {
-        service.name: _server_service(stack, service, images, network_yaml, host_yaml, labels, options)
+        service.name: _engine_service(service, images, labels) if service.role == "engine"
+        else _server_service(stack, service, images, network_yaml, host_yaml, labels, options)
         for service in stack.services
     }
     if collector is not None:
@@ -73,6 +74,8 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
     }
     if stack.secrets:
         model["secrets"] = {name: {"file": f"./secrets/{name}"} for name in sorted(stack.secrets)}
+    if stack.volumes:  # caches kept across runs: created by `up` (docker volume create NAME), never removed
+        model["volumes"] = {key: {"name": name, "external": True} for key, name in sorted(stack.volumes.items())}
     if stack.sandboxes is not None:
         from gym_compose.sandbox_stack.render import add_sandboxes
 
@@ -102,6 +105,8 @@ def write_project(
         write_secrets(stack, out_dir)
     compose_file = out_dir / COMPOSE_FILE
     text = "# Rendered by gym-compose; run it with: docker compose -f compose.yaml up --wait\n"
+    for name in sorted(set(stack.volumes.values())):
+        text += f"# It uses the volume {name}, kept across runs: create it once with `docker volume create {name}`\n"
     text += dump_yaml(compose_model(stack, images, collector, options))
     tmp = compose_file.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -150,6 +155,17 @@ def _server_service(
     return spec
 
 
+def _engine_service(service: Service, images: dict[str, str], labels: dict) -> dict[str, Any]:
+    """An inference engine from its own image: runs as that image wants (root, writable), with
+    the GPUs and cache the plan gave it; no config, no secrets."""
+    spec: dict[str, Any] = {"image": images.get(service.name, service.image), "restart": "no",
+                            "labels": {**labels, "io.gym-compose.role": "engine"},
+                            "security_opt": ["no-new-privileges:true"], "stop_grace_period": "30s"}
+    spec.update(copy.deepcopy(service.compose))
+    spec["networks"] = [NETWORK]
+    return spec
+
+
 def _collector_service(
     stack: Stack, base_image: str, network_yaml: str, labels: dict, run: CollectorRun
 ) -> dict[str, Any]:
@@ -157,7 +173,8 @@ def _collector_service(
     spec["image"] = base_image
     spec["labels"] = {**labels, "io.gym-compose.role": "collector"}
     spec["user"] = run.user
-    spec["environment"] = {"NEMO_GYM_CONFIG_DICT": network_yaml}
+    # the project names the collector in its run-folder lock, for whoever finds the folder busy
+    spec["environment"] = {"NEMO_GYM_CONFIG_DICT": network_yaml, "GYM_COMPOSE_PROJECT": stack.project}
     spec["volumes"] = [
         {"type": "bind", "source": str(run.input_file.resolve()), "target": "/input/rows.jsonl", "read_only": True},
         {"type": "bind", "source": str(run.output_dir.resolve()), "target": "/results"},

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +20,16 @@ from gym_compose.config import LoadedConfig, load
 from gym_compose.config.request import ConfigRequest
 from gym_compose.engine.build import build_stack_images
 from gym_compose.engine.compose import (
+    ensure_volume,
     ComposeProject,
     ServiceState,
     labelled_projects,
     require_compose,
     supports_start_interval,
 )
+from gym_compose.engine.postmortem import describe_death, indented_log
 from gym_compose.errors import UserError
+from gym_compose.inference_engines import CACHE_LABEL
 from gym_compose.plan import Stack, StackOptions, plan_stack
 from gym_compose.render import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
 
@@ -40,7 +44,11 @@ class StackArgs:
 
 
 def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A line on stderr; a terminal that went away (SIGHUP) must not stop a clean-up half-way."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
@@ -122,6 +130,8 @@ def start_servers(stack: Stack, project: ComposeProject) -> None:
     say(f"starting {len(names)} services of project {stack.project!r} ...")
     started = time.monotonic()
     try:
+        for volume in stack.volumes.values():
+            ensure_volume(volume, f"{CACHE_LABEL}=model")
         project.up(wait_timeout_seconds(stack), services=names)
         say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
         print_services(project.ps())
@@ -145,42 +155,51 @@ def up_command(args: StackArgs, detach: bool) -> None:
     if detach:
         say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
         return
-    attach(project)
+    attach(project, [service.name for service in stack.services])
 
 
-def attach(project: ComposeProject) -> None:
-    """Follow the logs until Ctrl-C (or SIGTERM) or a container dies, then stop and remove the stack."""
-    logs = subprocess.Popen(project.logs_command([], follow=True, tail="0"))
-    died: list[ServiceState] = []
+def attach(project: ComposeProject, services: list[str]) -> None:
+    """Follow the logs until Ctrl-C (or SIGTERM/SIGHUP) or a server dies, then stop and remove the
+    stack. Ctrl-C ends in KeyboardInterrupt (exit 130) once everything is removed."""
+    logs = project.follow_logs([], follow=True, tail="0")
+    dead: list[ServiceState] = []
     try:
-        while not died:
+        while not dead:
             time.sleep(WATCH_INTERVAL_SECONDS)
-            states = project.ps()
-            died = [s for s in states if s.state != "running"]
-            if not states:
+            check = project.check_stack(services)
+            if check.empty:
                 say("the stack's containers are gone (removed from outside)")
                 break
+            dead = check.dead
     except KeyboardInterrupt:
         say(f"\nstopping (grace period {STOP_GRACE_SECONDS}s) ...")
+        raise
     finally:
-        logs.send_signal(signal.SIGINT)
-        try:
-            logs.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            logs.kill()
-        for state in died:
-            say(f"error: service {state.service} stopped ({state.state}, exit code {state.exit_code})")
-            say(project.logs_tail(state.service))
+        logs.stop(grace_seconds=5)
+        for state in dead:
+            say(f"error: {describe_death(state)}; last log lines:")
+            say("\n".join(indented_log(project, state.service)))
         stop_and_remove(project)
-    if died:
-        raise UserError("a service died; the stack was stopped", hint="see the log lines above", exit_code=1)
+    if dead:
+        raise UserError("a server died; the stack was stopped", hint="see the log lines above", exit_code=1)
+
+
+@contextmanager
+def uninterruptible() -> Iterator[None]:
+    """A clean-up that a second Ctrl-C (or SIGTERM, SIGHUP) must not leave half-done; every step
+    of it has a timeout, so it ends."""
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in stopping}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def stop_and_remove(project: ComposeProject) -> None:
-    """Stop with a grace period, name what had to be killed, remove everything; a second Ctrl-C
-    during this is ignored so that nothing is left half-removed."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    """Stop with a grace period, name what had to be killed, remove everything."""
+    with uninterruptible():
         try:
             project.stop(STOP_GRACE_SECONDS)
             killed = [s.service for s in project.ps() if s.exit_code == 137]
@@ -189,8 +208,6 @@ def stop_and_remove(project: ComposeProject) -> None:
         except UserError as error:
             say(f"warning: could not stop the stack gracefully: {error}")
         down_quietly(project)
-    finally:
-        signal.signal(signal.SIGINT, previous)
     say("gym-compose finished")
 
 
@@ -199,16 +216,19 @@ def existing_project(project: str) -> ComposeProject:
     return ComposeProject(project, compose_file if compose_file.is_file() else None)
 
 
-def forget_secrets(project_name: str) -> None:
-    """Secret files live only as long as the stack that mounts them."""
-    shutil.rmtree(project_dir(project_name) / "secrets", ignore_errors=True)
+def forget_project(project_name: str) -> None:
+    """The rendered project and its secret files live only as long as the stack they describe."""
+    shutil.rmtree(project_dir(project_name), ignore_errors=True)
 
 
 def down_command(project_name: str) -> None:
     project = existing_project(project_name)
-    project.down()
-    forget_secrets(project_name)
-    say(f"removed project {project_name!r} (containers, networks, volumes); results folders are kept")
+    removed = project.down()
+    forget_project(project_name)
+    if removed:
+        say(f"removed project {project_name!r} ({removed.count()}); results folders are kept")
+    else:
+        say(f"project {project_name!r} had nothing to remove")
 
 
 def down_all_command() -> None:
@@ -216,8 +236,15 @@ def down_all_command() -> None:
     names = labelled_projects()
     if not names:
         say("no gym-compose project on this engine")
+    failed = []
     for name in names:
-        down_command(name)
+        try:
+            down_command(name)
+        except UserError as error:
+            say(f"error: {error}")
+            failed.append(name)
+    if failed:
+        raise UserError(f"not every project was removed: {', '.join(failed)}", hint="see the errors above")
 
 
 def ps_command(project_name: str) -> None:
@@ -232,11 +259,15 @@ def ps_command(project_name: str) -> None:
 
 
 def logs_command(project_name: str, services: list[str], follow: bool, tail: str | None) -> int:
-    argv = existing_project(project_name).logs_command(services, follow, tail)
+    logs = existing_project(project_name).follow_logs(services, follow, tail)
     try:
-        return subprocess.call(argv)
+        code = logs.wait()
     except KeyboardInterrupt:
+        logs.stop(grace_seconds=5)
         return 130
+    if code:
+        logs.check()
+    return code or 0
 
 
 def print_services(states: list[ServiceState]) -> None:
@@ -249,8 +280,9 @@ def print_services(states: list[ServiceState]) -> None:
 
 def down_quietly(project: ComposeProject) -> None:
     try:
-        project.down()
+        with uninterruptible():
+            project.down()
     except Exception as error:  # the original failure matters more than a failed clean-up
         say(f"warning: could not remove the stack: {error}; run `gym-compose down -p {project.name}`")
     else:
-        forget_secrets(project.name)
+        forget_project(project.name)

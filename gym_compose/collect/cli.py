@@ -35,6 +35,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-retain-results", action="store_true", help="keep no list of results in memory")
     parser.add_argument("--disable-aggregation", action="store_true", help="write no aggregate metrics file")
     parser.add_argument("--request-timeout", type=float, default=3600.0, help="seconds per /run request")
+    parser.add_argument("--host-lease", action="store_true",
+                        help="stdin is the host's lease: stop when it closes; a line {\"stop\": REASON} stops the run")
     return parser.parse_args(argv)
 
 
@@ -73,7 +75,8 @@ def options_from(args: argparse.Namespace, config: dict[str, Any]) -> CollectOpt
         max_output_tokens=args.max_output_tokens,
         prompt_config_path=args.prompt_config,
         agent_name=args.agent,
-        request_timeout_s=args.request_timeout,
+        request_timeout_s=_positive_number("--request-timeout", args.request_timeout),
+        host_lease=args.host_lease,
     )
 
 
@@ -82,6 +85,12 @@ def _positive_int(name: str, value: Any) -> int | None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise UserError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_number(name: str, value: float) -> float:
+    if not value > 0:
+        raise UserError(f"{name} must be a positive number of seconds, got {value!r}")
     return value
 
 

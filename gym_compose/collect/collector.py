@@ -13,7 +13,7 @@ import httpx
 import orjson
 
 from gym_compose.collect.artifacts import ArtifactPaths
-from gym_compose.collect.dispatch import run_rollout
+from gym_compose.collect.dispatch import run_rollout, stopped_failure_row
 from gym_compose.collect.jsonl import (
     JsonlAppender,
     iter_output_rows,
@@ -21,13 +21,21 @@ from gym_compose.collect.jsonl import (
     write_atomically,
     write_jsonl_atomically,
 )
+from gym_compose.collect.lease import RunStop, watch_lease
+from gym_compose.collect.lock import RunFolderLock
 from gym_compose.collect.metrics import aggregate_metrics
 from gym_compose.collect.options import CollectOptions, CollectResult
 from gym_compose.collect.progress import ProgressTracker
 from gym_compose.collect.prompt import load_prompt_config
 from gym_compose.collect.resume import PriorRuns, load_prior_runs
 from gym_compose.collect.routing import RoutingTable, routing_table_from_config
-from gym_compose.collect.rows import ATTEMPT_INDEX, materialize_rows, rollout_key, sortable_rollout_key
+from gym_compose.collect.rows import (
+    ATTEMPT_INDEX,
+    first_of_each_rollout,
+    materialize_rows,
+    rollout_key,
+    sortable_rollout_key,
+)
 from gym_compose.errors import UserError
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -36,15 +44,21 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 def collect(config: dict[str, Any], options: CollectOptions, progress: ProgressCallback | None = None) -> CollectResult:
     """Run every rollout of `options.input_path` against the servers in `config` (NeMo Gym's config dict).
 
-    Raises UserError for bad input before any rollout starts. `progress` gets each progress.json snapshot.
+    Raises UserError for bad input before any rollout starts, and RunFolderBusy while another
+    collector writes the same folder. `progress` gets each progress.json snapshot.
     """
-    started = time.monotonic()
     routing = routing_table_from_config(config)
     if not routing.servers:
         raise UserError("the config has no environment servers, so there is nowhere to send rows",
                         hint="NEMO_GYM_CONFIG_DICT must hold the in-network config of the stack")
-    paths = ArtifactPaths(options.output_dir)
     options.output_dir.mkdir(parents=True, exist_ok=True)
+    with RunFolderLock(options.output_dir):
+        return _collect(routing, options, progress)
+
+
+def _collect(routing: RoutingTable, options: CollectOptions, progress: ProgressCallback | None) -> CollectResult:
+    started = time.monotonic()
+    paths = ArtifactPaths(options.output_dir)
     if options.resume and paths.materialized_inputs.exists():
         rows = list(iter_output_rows(paths.materialized_inputs))
         print(f"collect: resuming the {len(rows)} rollouts of {paths.materialized_inputs}"
@@ -69,9 +83,10 @@ def collect(config: dict[str, Any], options: CollectOptions, progress: ProgressC
     tracker.write()
     results: list[dict[str, Any]] = []
     rollouts, failures = JsonlAppender(paths.rollouts), JsonlAppender(paths.failures)
+    stop = RunStop()
     try:
         asyncio.run(_run_all(pending, routing, options, rollouts, failures, tracker,
-                             results if options.retain_results_in_memory else None))
+                             results if options.retain_results_in_memory else None, stop))
     finally:
         rollouts.close()
         failures.close()
@@ -79,12 +94,15 @@ def collect(config: dict[str, Any], options: CollectOptions, progress: ProgressC
 
     metrics = None
     if not options.disable_aggregation:
-        metrics = aggregate_metrics(list(iter_output_rows(paths.rollouts)), rows, repeated=options.num_repeats > 1)
+        # a rollout counts once, whatever a file that was written twice holds
+        finished = first_of_each_rollout(iter_output_rows(paths.rollouts))
+        metrics = aggregate_metrics(finished, rows, repeated=options.num_repeats > 1)
         write_atomically(paths.aggregate_metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
     results.sort(key=sortable_rollout_key)
     return CollectResult(total=len(rows), succeeded=tracker.done, failed=len(rows) - tracker.done,
                          skipped=len(rows) - len(pending), output_dir=options.output_dir,
-                         elapsed_s=time.monotonic() - started, results=results, aggregate_metrics=metrics)
+                         elapsed_s=time.monotonic() - started, results=results, aggregate_metrics=metrics,
+                         stopped=stop.requested, stop_reason=stop.reason)
 
 
 def _materialize(options: CollectOptions, routing: RoutingTable) -> list[dict[str, Any]]:
@@ -102,7 +120,7 @@ def _refuse_to_overwrite(paths: ArtifactPaths, resume: bool) -> None:
 
 
 async def _run_all(pending, routing: RoutingTable, options: CollectOptions, rollouts: JsonlAppender,
-                   failures: JsonlAppender, tracker: ProgressTracker, results: list | None) -> None:
+                   failures: JsonlAppender, tracker: ProgressTracker, results: list | None, stop: RunStop) -> None:
     """A pool of workers over one shared queue: the pool size bounds both admitted and in-flight rollouts.
 
     Each worker keeps one one-connection httpx client per server: httpcore's pool scans every connection
@@ -117,12 +135,24 @@ async def _run_all(pending, routing: RoutingTable, options: CollectOptions, roll
         clients: dict[str, httpx.AsyncClient] = {}
         try:
             for row in queue:
+                if stop.requested:
+                    break
                 server = routing.server_for_row(row, "materialized row")
                 client = clients.get(server.instance)
                 if client is None:
                     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
                     client = clients[server.instance] = httpx.AsyncClient(limits=limits, timeout=timeout, verify=tls, trust_env=False)
-                outcome, record = await run_rollout(client, server, row)
+                try:
+                    with stop.rollout():
+                        outcome, record = await run_rollout(client, server, row)
+                except asyncio.CancelledError:
+                    if not stop.requested:
+                        raise
+                    asyncio.current_task().uncancel()  # handled: closing the clients below must not be cancelled
+                    if stop.reason is not None:  # the host saw a server die: this rollout died with it
+                        failures.append(stopped_failure_row(row, server, stop.reason))
+                        tracker.record_failure()
+                    break
                 if outcome == "ok":
                     rollouts.append(record)
                     tracker.record_success(record)
@@ -135,4 +165,6 @@ async def _run_all(pending, routing: RoutingTable, options: CollectOptions, roll
             for client in clients.values():
                 await client.aclose()
 
+    if options.host_lease:
+        watch_lease(stop, asyncio.get_running_loop())
     await asyncio.gather(*(worker() for _ in range(workers)))

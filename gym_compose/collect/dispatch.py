@@ -1,11 +1,14 @@
 """One rollout over HTTP: POST /run to its environment server, and the record that comes of it.
 
 Returns ("ok", rollout row) or ("failed", failure row); never raises for a server's fault, so
-one dead server turns its rollouts into failure rows while the run goes on.
+one dead server turns its rollouts into failure rows while the run goes on. A failure row names
+the cause: for an error answer, the exception type and message of the server where it started
+(carried out through every hop in the error body's `cause`), not just the status.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 import httpx
@@ -17,9 +20,15 @@ from gym_compose.collect.rows import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_
 REQUEST_FAILED = "agent_request_failed"  # no answer, or a gateway status: the rollout may not have run
 RUN_ERROR = "agent_run_error"  # the server answered with an error: the rollout ran and broke
 ENVIRONMENT_FAILURE = "environment_server_failure"  # an episode reply that carries a `failure`
+FAILURE_CLASS = "_ng_failure_class"
+SERVER_EXITED = "server_exited"  # in flight when the host saw a server of the stack die
 NOT_RUN_STATUSES = frozenset({429, 502, 503, 504})
 MAX_BODY_CHARS = 2000
+MAX_CAUSE_CHARS = 500
 JSON_HEADERS = {"content-type": "application/json"}
+TIME_LEFT_HEADER = "x-gym-time-left"  # seconds the callee has; it gives its own callees less
+# a refused connection sent nothing, so it is retried, briefly: a dead server fails its rollouts fast
+CONNECT_RETRY_DELAYS_S = (0.1, 0.25, 0.5)
 
 Outcome = tuple[Literal["ok", "failed"], dict[str, Any]]
 
@@ -34,22 +43,41 @@ def request_body(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def _post_run(client: httpx.AsyncClient, server: EnvironmentServer, row: dict[str, Any]) -> httpx.Response:
+    content = orjson.dumps(request_body(row))
+    timeout = client.timeout.read
+    headers = {**JSON_HEADERS, TIME_LEFT_HEADER: f"{timeout:.3f}"} if timeout else JSON_HEADERS
+    for delay in (*CONNECT_RETRY_DELAYS_S, None):
+        try:
+            return await client.post(f"{server.base_url}/run", content=content, headers=headers)
+        except httpx.ConnectError:
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
 async def run_rollout(client: httpx.AsyncClient, server: EnvironmentServer, row: dict[str, Any]) -> Outcome:
     status = None
     body = b""
     try:
-        response = await client.post(f"{server.base_url}/run", content=orjson.dumps(request_body(row)), headers=JSON_HEADERS)
+        response = await _post_run(client, server, row)
         status, body = response.status_code, response.content
         if status >= 400:
+            error_type, message = describe_error_answer(server, status, body)
             return "failed", failure_row(row, server, RUN_ERROR if status not in NOT_RUN_STATUSES else REQUEST_FAILED,
-                                         "HTTPStatusError", f"POST {server.base_url}/run answered {status}", status, body)
+                                         error_type, message, status, body)
         result = orjson.loads(body)
     except httpx.TimeoutException as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"no answer from {server.instance} within the request timeout ({error or 'timed out'})")
-    except httpx.TransportError as error:
+    except httpx.ConnectError as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"cannot reach {server.instance} at {server.base_url}: {error or type(error).__name__}")
+    except httpx.TransportError as error:  # sent, then the connection broke: the server went away mid-rollout
+        return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
+                                     f"{server.instance} dropped the connection during POST /run"
+                                     f" ({error or type(error).__name__})")
     except httpx.HTTPError as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"request to {server.instance} failed: {error or type(error).__name__}")
@@ -70,6 +98,40 @@ async def run_rollout(client: httpx.AsyncClient, server: EnvironmentServer, row:
     return "ok", stamp_identity(result, row)
 
 
+def describe_error_answer(server: EnvironmentServer, status: int, body: bytes) -> tuple[str, str]:
+    """(exception type, message) for an error answer: the cause the body carries, where it started."""
+    prefix = f"{server.instance} answered {status}"
+    try:
+        answer = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        answer = None
+    if isinstance(answer, dict):
+        cause = answer.get("cause") if isinstance(answer.get("cause"), dict) else answer
+        if isinstance(cause.get("error"), str):
+            error_type = str(cause.get("type") or "ServerError")
+            where = cause.get("server")
+            via = f", via {server.instance}" if where and where != server.instance else ""
+            return error_type, f"{_clip(cause['error'])} ({error_type} in {where or server.instance}{via})"
+        detail = answer.get("detail")
+        if isinstance(detail, list):  # a 422: which fields of the row were wrong
+            problems = "; ".join(f"{'.'.join(str(p) for p in entry.get('loc', []))}: {entry.get('msg')}"
+                                 for entry in detail if isinstance(entry, dict))
+            return "RequestValidationError", _clip(f"{prefix}: the row was refused: {problems}")
+        if isinstance(detail, str):
+            return "HTTPException", _clip(f"{prefix}: {detail}")
+    text = body[:MAX_CAUSE_CHARS].decode("utf-8", "replace").strip()
+    return "HTTPStatusError", f"{prefix}" + (f": {text}" if text else " with an empty body")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_CAUSE_CHARS else text[:MAX_CAUSE_CHARS] + "…"
+
+
+def stopped_failure_row(row: dict[str, Any], server: EnvironmentServer, reason: str) -> dict[str, Any]:
+    """The failure row of a rollout in flight when the run was stopped because a server died."""
+    return failure_row(row, server, SERVER_EXITED, "ServerExited", f"the run was stopped: {reason}")
+
+
 def stamp_identity(record: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     record[TASK_INDEX] = row[TASK_INDEX]
     record[ROLLOUT_INDEX] = row[ROLLOUT_INDEX]
@@ -85,7 +147,7 @@ def failure_row(row: dict[str, Any], server: EnvironmentServer, failure_class: s
     record = stamp_identity({}, row)
     record.setdefault(ATTEMPT_INDEX, 0)
     record[ENVIRONMENT_SERVER] = server.instance
-    record["_ng_failure_class"] = failure_class
+    record[FAILURE_CLASS] = failure_class
     record["_ng_failure_type"] = error_type
     record["_ng_failure_message"] = message
     record["_ng_failure_http_status"] = status

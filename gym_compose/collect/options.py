@@ -30,6 +30,7 @@ class CollectOptions:
     agent_name: str | None = None
     request_timeout_s: float = 3600.0
     max_attempts: int = MAX_ATTEMPTS
+    host_lease: bool = False  # stdin is the host's lease (see collect/lease.py)
 
     def responses_create_params_overrides(self) -> dict[str, Any]:
         overrides = {
@@ -56,13 +57,20 @@ class CollectResult:
     elapsed_s: float
     results: list[dict[str, Any]] = field(default_factory=list)
     aggregate_metrics: list[dict[str, Any]] | None = None
+    stopped: bool = False  # stopped from outside before every rollout ran
+    stop_reason: str | None = None
 
     @property
     def exit_code(self) -> int:
+        if self.stopped and self.stop_reason is None:
+            return 130  # the host let go of us (Ctrl-C, or it died)
         return 0 if self.failed == 0 else 1
 
     def summary(self) -> str:
+        stopped = ""
+        if self.stopped:
+            stopped = f"; stopped early ({self.stop_reason or 'the host let go'}), rerun with --resume for the rest"
         return (
-            f"collect: {self.succeeded}/{self.total} rollouts succeeded, {self.failed} failed"
-            f" ({self.skipped} already done before this run) in {self.elapsed_s:.1f} s; see {self.output_dir}"
+            f"collect: {self.succeeded}/{self.total} rollouts succeeded, {self.failed} failed or not run"
+            f" ({self.skipped} already done before this run) in {self.elapsed_s:.1f} s; see {self.output_dir}{stopped}"
         )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_compose.collect.artifacts import ArtifactPaths
+from gym_compose.collect.dispatch import FAILURE_CLASS, SERVER_EXITED
 from gym_compose.collect.jsonl import iter_output_rows, repair_torn_tail
 from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX
 
@@ -41,7 +42,8 @@ def load_prior_runs(paths: ArtifactPaths) -> PriorRuns:
             prior.rewarded += 1
     for row in iter_output_rows(paths.failures):
         key = _key(row)
-        if key is not None:
+        # a rollout cut short because the run stopped (a server died) did not fail by itself
+        if key is not None and row.get(FAILURE_CLASS) != SERVER_EXITED:
             prior.failed_attempts[key] += 1
     return prior
 

@@ -8,6 +8,7 @@ Repeats are in place: a a b b.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,20 @@ RESPONSES_CREATE_PARAMS = "responses_create_params"
 
 def rollout_key(row: dict[str, Any]) -> tuple[Any, Any]:
     return row[TASK_INDEX], row[ROLLOUT_INDEX]
+
+
+def first_of_each_rollout(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each (task, rollout) once, the first row seen for it: a file that two writers appended to
+    (before the run-folder lock existed, or copied together by hand) never counts a rollout twice."""
+    seen: set[tuple[Any, Any]] = set()
+    unique = []
+    for row in rows:
+        key = (row.get(TASK_INDEX), row.get(ROLLOUT_INDEX))
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(row)
+    return unique
 
 
 def sortable(value: Any) -> tuple[int, Any, str]:

@@ -63,6 +63,9 @@ RESERVED_KEYS: frozenset[str] = frozenset(
         "max_resident_rollout_tasks",
         "retain_results_in_memory",
         "disable_aggregation",
+        # gym-compose's own, read by every server (docs/servers.md)
+        "peer_connect_retry_seconds",
+        "peer_request_timeout_seconds",
     }
 )
 

@@ -39,6 +39,11 @@ def parse_overrides(texts: list[str]) -> list[Override]:
                 hint="overrides look like key=value, +key=value, ++key=value or ~key; quote values with "
                 "spaces or special characters, e.g. '++key=\"a b\"'",
             ) from None
+        if not override.key_or_group or any(not part for part in override.key_or_group.split(".")):
+            raise UserError(
+                f"override {text!r} has no key (or an empty part in it)",
+                hint="write key=value, +key=value or ++key=value with a key such as policy_model_name or a.b.c",
+            )
         if override.package is not None or "@" in override.key_or_group:
             raise UserError(f"override {text!r}: Hydra packages (@) are not supported here")
         if override.is_delete():

@@ -29,6 +29,6 @@ def _redact_value(value: Any, secret: bool) -> Any:
         return {k: _redact_value(v, secret or is_secret_key(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_redact_value(item, secret) for item in value]
-    if secret and value is not None:
+    if secret and value is not None and not isinstance(value, bool):  # a flag is no secret (return_token_id_information)
         return MASK
     return value

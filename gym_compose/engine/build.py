@@ -16,6 +16,9 @@ def build_stack_images(stack: Stack, progress: Callable[[str], None] = print) ->
     images: dict[str, str] = {"base": base}
     by_source: dict[Path, str] = {}
     for service in stack.services:
+        if service.image is not None:  # an inference engine's public image: compose pulls it
+            images[service.name] = service.image
+            continue
         if service.source_dir is None:
             images[service.name] = base
             continue

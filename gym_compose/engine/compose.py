@@ -1,23 +1,30 @@
-"""`docker compose` for one project: up (with readiness), ps, logs, stop, down, run.
+"""`docker compose` for one project: up (with readiness), ps, logs, watch, one-off runs, stop, down.
 
 Every call has a timeout; the idempotent ones (ps, inspect, down) retry. A failed `up` is turned
 into a `StackNotHealthy` error that names each unhealthy service with its state, whether it was
-OOM-killed, its last healthcheck output and its last log lines.
+OOM-killed, its last healthcheck output and its last log lines (see `postmortem`). `down` removes
+the project's one-off containers too and fails, naming them, when anything of the project is left.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
-from gym_compose.engine.docker_cli import DockerCommandError, indented_tail, run_docker
+from gym_compose.engine.docker_cli import DockerProcess, indented_tail, run_docker, start_docker
+from gym_compose.engine.postmortem import failure_report
 from gym_compose.errors import UserError
-from gym_compose.plan import COLLECTOR_SERVICE, PROJECT_LABEL
+from gym_compose.plan import PROJECT_LABEL
 
-LOG_TAIL_LINES = 15
 WAIT_POLL_SECONDS = 0.5
+COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
+ONE_OFF_LABEL = "com.docker.compose.oneoff"
+SERVICE_LABEL = "com.docker.compose.service"
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,11 @@ class ServiceState:
     health: str  # healthy | unhealthy | starting | "" (no healthcheck)
     exit_code: int
     publishers: list[dict]
+    one_off: bool = False  # a `compose run` container (the collector), not a server
+
+    @property
+    def serving(self) -> bool:
+        return self.state == "running" and self.health in ("healthy", "")
 
     @property
     def published(self) -> list[str]:
@@ -46,11 +58,40 @@ class StackNotHealthy(UserError):
 
 
 @dataclass(frozen=True)
+class StackCheck:
+    """The servers of a stack seen by one `ps`: those that died, those paused, whether any is left."""
+
+    dead: list[ServiceState] = field(default_factory=list)
+    paused: list[str] = field(default_factory=list)
+    empty: bool = False
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    containers: list[str]
+    networks: list[str]
+    volumes: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.containers or self.networks or self.volumes)
+
+    def count(self) -> str:
+        """`5 containers, 1 network`."""
+        counts = [(len(self.containers), "container"), (len(self.networks), "network"), (len(self.volumes), "volume")]
+        return ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for n, kind in counts if n)
+
+    def describe(self) -> str:
+        parts = [f"{kind} {', '.join(names)}" for kind, names in
+                 (("containers", self.containers), ("networks", self.networks), ("volumes", self.volumes)) if names]
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
 class ComposeProject:
     name: str
     compose_file: Path | None = None
 
-    def _base(self) -> list[str]:
+    def compose_args(self) -> list[str]:
         args = ["compose", "-p", self.name]
         if self.compose_file is not None:
             args += ["-f", str(self.compose_file)]
@@ -62,7 +103,7 @@ class ComposeProject:
         The wait is ours rather than `up --wait`: a container that exits during start-up fails
         the start at once (Compose would wait for its dependents' start periods to run out).
         """
-        args = [*self._base(), "up", "--detach", "--no-build", "--pull", "never", "--remove-orphans",
+        args = [*self.compose_args(), "up", "--detach", "--no-build", "--pull", "never", "--remove-orphans",
                 *(services or [])]
         result = run_docker(args, timeout=300, check=False)
         if not result.ok:
@@ -73,88 +114,125 @@ class ComposeProject:
                     hint="another stack or program holds it: pick another with --head-port PORT "
                     "(with --publish, the servers take the ports after it)",
                 )
-            raise StackNotHealthy("the stack could not start:", indented_tail(output, 10) + "\n" + self.failure_report())
+            raise StackNotHealthy("the stack could not start:", indented_tail(output, 10) + "\n" + failure_report(self))
         deadline = time.monotonic() + wait_timeout
         while True:
-            states = self.ps()
+            states = [s for s in self.ps() if not s.one_off]
             dead = [s.service for s in states if s.state in ("exited", "dead", "removing")]
             if dead:
-                raise StackNotHealthy(f"{', '.join(dead)} stopped during start-up:", self.failure_report())
-            if states and all(s.state == "running" and s.health in ("healthy", "") for s in states):
+                raise StackNotHealthy(f"{', '.join(dead)} stopped during start-up:", failure_report(self))
+            if states and all(s.serving for s in states):
                 return
             if time.monotonic() > deadline:
-                raise StackNotHealthy(f"not healthy within {wait_timeout} s:", self.failure_report())
+                raise StackNotHealthy(f"not healthy within {wait_timeout} s:", failure_report(self))
             time.sleep(WAIT_POLL_SECONDS)
 
     def ps(self) -> list[ServiceState]:
-        result = run_docker([*self._base(), "ps", "--all", "--format", "json"], timeout=30, retries=2)
+        result = run_docker([*self.compose_args(), "ps", "--all", "--format", "json"], timeout=30, retries=2)
         return [_service_state(row) for row in _json_rows(result.stdout)]
 
-    def failure_report(self) -> str:
-        """For each service not running and healthy: state, OOM, health output and log tail."""
-        lines = []
-        for state in self.ps():
-            if state.state == "running" and state.health in ("healthy", ""):
-                continue
-            details = inspect_container(state.container)
-            oom = " OOM-killed;" if details.get("OOMKilled") else ""
-            lines.append(
-                f"  - {state.service}: {state.state}"
-                + (f" ({state.health})" if state.health else "")
-                + (f", exit code {state.exit_code}" if state.state == "exited" else "")
-                + f";{oom} last log lines:"
-            )
-            for log_line in self.logs_tail(state.service).splitlines()[-LOG_TAIL_LINES:]:
-                lines.append(f"      {log_line}")
-            health_output = details.get("health_output")
-            if health_output:
-                lines.append(f"      healthcheck: {health_output.strip()[:300]}")
-        return "\n".join(lines) or "  (no container of the project is left; see `docker compose logs`)"
+    def check_stack(self, services: Sequence[str]) -> StackCheck:
+        """Which of `services` (the servers) died, are paused, or are gone; one `ps`."""
+        states = {s.service: s for s in self.ps() if not s.one_off}
+        if not states:
+            return StackCheck(empty=True)
+        dead, paused = [], []
+        for service in services:
+            state = states.get(service)
+            if state is None:
+                dead.append(ServiceState(service, "", "missing", "", 0, []))
+            elif state.state == "paused":
+                paused.append(service)
+            elif state.state != "running":
+                dead.append(state)
+        return StackCheck(dead=dead, paused=paused)
 
-    def logs_tail(self, service: str, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            result = run_docker(
-                [*self._base(), "logs", "--no-color", "--no-log-prefix", "--tail", str(lines), service],
-                timeout=30,
-                retries=1,
-            )
-        except DockerCommandError as error:
-            return f"(could not read logs: {error})"
-        return (result.stdout + result.stderr).rstrip()
-
-    def logs_command(self, services: list[str], follow: bool, tail: str | None) -> list[str]:
-        args = ["docker", *self._base(), "logs"]
+    def follow_logs(self, services: list[str], follow: bool, tail: str | None) -> DockerProcess:
+        """`compose logs` to our stdout, running until it ends or its owner stops it."""
+        args = [*self.compose_args(), "logs"]
         if follow:
             args.append("--follow")
         if tail is not None:
             args += ["--tail", tail]
-        return [*args, *services]
+        return start_docker([*args, *services], stderr_to=sys.stderr)
 
-    def stop(self, grace_seconds: int) -> None:
-        run_docker([*self._base(), "stop", "--timeout", str(grace_seconds)], timeout=grace_seconds + 60)
+    def run_one_off(self, service: str, log: IO[str], args: Sequence[str] = ()) -> DockerProcess:
+        """Start a one-off `compose run` of a profiled service (the collector), output into `log`.
 
-    def remove_one_off(self, service: str) -> None:
-        """Force-remove the `compose run` containers of a service (the collector), if any."""
-        listing = run_docker(["ps", "-aq", "--filter", f"label=com.docker.compose.project={self.name}",
-                              "--filter", f"label=com.docker.compose.service={service}"],
-                             timeout=30, retries=2, check=False)
-        if listing.ok and listing.stdout.split():
-            run_docker(["rm", "--force", *listing.stdout.split()], timeout=60, check=False)
-
-    def down(self) -> None:
-        from gym_compose.engine.sandboxes import remove_sandboxes
-
-        remove_sandboxes(self.name)  # the broker's containers, which Compose does not know
-        # A collector left running by a killed gym-compose: `down` skips services of inactive profiles.
-        self.remove_one_off(COLLECTOR_SERVICE)
-        run_docker(
-            [*self._base(), "down", "--volumes", "--remove-orphans", "--timeout", "5"], timeout=120, retries=2
+        Its stdin is a pipe from us: the container sees it close when we stop it (`close_stdin`)
+        and when we die, however we die, so it never outlives the command that started it.
+        """
+        return start_docker(
+            [*self.compose_args(), "--profile", "collect", "run", "--rm", "--no-TTY", "--pull", "never",
+             service, *args],
+            stdout=log, stderr_to=log, stdin_pipe=True, new_session=True,
         )
 
-    def run_command(self, service: str, extra: list[str] | None = None) -> list[str]:
-        """The argv of a one-off `compose run` of a profiled service (the collector)."""
-        return ["docker", *self._base(), "--profile", "collect", "run", "--rm", "--no-TTY",
-                "--pull", "never", service, *(extra or [])]
+    def one_off_containers(self, service: str | None = None, running_only: bool = False) -> list[str]:
+        """Names of this project's `compose run` containers (of `service`, if given)."""
+        filters = ["--filter", f"label={COMPOSE_PROJECT_LABEL}={self.name}", "--filter", f"label={ONE_OFF_LABEL}=True"]
+        if service:
+            filters += ["--filter", f"label={SERVICE_LABEL}={service}"]
+        listing = run_docker(["ps", *([] if running_only else ["-a"]), *filters, "--format", "{{.Names}}"],
+                             timeout=30, retries=2)
+        return listing.stdout.split()
+
+    def stop(self, grace_seconds: int) -> None:
+        run_docker([*self.compose_args(), "stop", "--timeout", str(grace_seconds)], timeout=grace_seconds + 60)
+
+    def remove_one_off(self, service: str | None = None) -> None:
+        """Force-remove the `compose run` containers (of a service, if given), if any."""
+        names = self.one_off_containers(service)
+        if names:
+            run_docker(["rm", "--force", *names], timeout=60, check=False)
+
+    def leftovers(self) -> Leftovers:
+        """Every container, network and volume that carries this project's label (ours or Compose's)."""
+        found: dict[str, set[str]] = {"container": set(), "network": set(), "volume": set()}
+        listings = {"container": ["ps", "-a"], "network": ["network", "ls"], "volume": ["volume", "ls"]}
+        for kind, listing in listings.items():
+            name_format = "{{.Names}}" if kind == "container" else "{{.Name}}"
+            for label in (PROJECT_LABEL, COMPOSE_PROJECT_LABEL):
+                result = run_docker([*listing, "--filter", f"label={label}={self.name}", "--format", name_format],
+                                    timeout=30, retries=2)
+                found[kind].update(result.stdout.split())
+        return Leftovers(sorted(found["container"]), sorted(found["network"]), sorted(found["volume"]))
+
+    def down(self) -> Leftovers:
+        """Remove everything of the project, one-off containers included; returns what was there
+        before. Raises UserError naming whatever is still there afterwards."""
+        before = self.leftovers()
+        from gym_compose.engine.sandboxes import remove_sandboxes
+
+        remove_sandboxes(self.name)  # the broker stops (removing its sandboxes) before anything else goes
+        self.remove_one_off()  # Compose's down leaves them running, and their network with them
+        compose_down = run_docker(
+            [*self.compose_args(), "down", "--volumes", "--remove-orphans", "--timeout", "5"], timeout=120, retries=2,
+            check=False,
+        )
+        after = self.leftovers()
+        if after:  # e.g. a container created while we were removing the others
+            if after.containers:
+                run_docker(["rm", "--force", *after.containers], timeout=120, check=False)
+            for network in after.networks:
+                run_docker(["network", "rm", network], timeout=60, check=False)
+            for volume in after.volumes:
+                run_docker(["volume", "rm", "--force", volume], timeout=60, check=False)
+            after = self.leftovers()
+        if after:
+            said = compose_down.stderr or compose_down.stdout
+            raise UserError(
+                f"project {self.name!r} is not fully removed; still there: {after.describe()}"
+                + (f"\n{indented_tail(said, 5)}" if not compose_down.ok else ""),
+                hint="see `docker ps -a` / `docker network inspect NAME` for what holds them, "
+                f"then run `gym-compose down -p {self.name}` again",
+            )
+        return before
+
+
+def ensure_volume(name: str, label: str) -> None:
+    """A named volume kept across runs (a model cache): created when missing, never removed by down."""
+    run_docker(["volume", "create", "--label", label, name], timeout=60, retries=2)
 
 
 def labelled_projects() -> list[str]:
@@ -162,22 +240,6 @@ def labelled_projects() -> list[str]:
     result = run_docker(["ps", "-a", "--filter", f"label={PROJECT_LABEL}",
                          "--format", f'{{{{.Label "{PROJECT_LABEL}"}}}}'], timeout=30, retries=2)
     return sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
-
-
-def inspect_container(container: str) -> dict:
-    result = run_docker(["inspect", container], timeout=30, retries=2, check=False)
-    if not result.ok:
-        return {}
-    info = json.loads(result.stdout or "[]")
-    if not info:
-        return {}
-    state = info[0].get("State", {})
-    health_log = (state.get("Health") or {}).get("Log") or []
-    return {
-        "OOMKilled": state.get("OOMKilled", False),
-        "ExitCode": state.get("ExitCode"),
-        "health_output": health_log[-1].get("Output", "") if health_log else "",
-    }
 
 
 def _json_rows(text: str) -> list[dict]:
@@ -197,6 +259,7 @@ def _service_state(row: dict) -> ServiceState:
         health=row.get("Health", "") or "",
         exit_code=int(row.get("ExitCode") or 0),
         publishers=row.get("Publishers") or [],
+        one_off=f"{ONE_OFF_LABEL}=True" in str(row.get("Labels") or ""),
     )
 
 

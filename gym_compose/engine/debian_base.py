@@ -1,7 +1,9 @@
-"""The offline parent image: a Debian root filesystem with Python, made by mmdebstrap, imported.
+"""Offline parent images: Debian root filesystems made by mmdebstrap, imported.
 
-Used when the public Python image cannot be pulled. The rootfs tarball is cached on the host,
-keyed by the options that make it, so it is built once per machine.
+`debian-python` (Python only) is the parent of the base image when the public Python image cannot
+be pulled; `debian-build` (Python plus g++, cmake, make) is the build stage of server images that
+compile packages from source (docs/images.md). Each rootfs tarball is cached on the host, keyed by
+the options that make it, so it is built once per machine.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from gym_compose.errors import UserError
 MMDEBSTRAP_TIMEOUT_S = 900
 IMPORT_TIMEOUT_S = 600
 PACKAGES = ("python3", "python3-venv")
+BUILD_PACKAGES = (*PACKAGES, "g++", "make", "cmake")
 # Documentation, manual pages and translations are of no use in a server container.
 _EXCLUDED_PATHS = (
     "path-exclude=/usr/share/man/*",
@@ -32,19 +35,21 @@ _EXCLUDED_PATHS = (
 )
 
 
-def image_changes(settings: ImageSettings) -> list[str]:
+def image_changes(settings: ImageSettings, name: str = "debian-python") -> list[str]:
     """`docker import --change` lines. The labels are inherited by every image built on top,
     intermediate ones included, so that all of them can be found (and removed) by label."""
     return [
         "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "ENV LANG=C.UTF-8",
         'CMD ["python3"]',
-        f"LABEL {IMAGE_LABEL}=debian-python {IMAGE_LABEL}.prefix={settings.image_prefix}",
+        f"LABEL {IMAGE_LABEL}={name} {IMAGE_LABEL}.prefix={settings.image_prefix}",
     ]
 
 
-def mmdebstrap_command(settings: ImageSettings, output: Path) -> list[str]:
-    command = ["mmdebstrap", "--variant=essential", "--include=" + ",".join(PACKAGES)]
+def mmdebstrap_command(settings: ImageSettings, output: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    command = ["mmdebstrap", "--variant=essential", "--include=" + ",".join(packages)]
+    if packages != PACKAGES:  # a toolchain needs none of its recommends (the Python image keeps its old key)
+        command.append('--aptopt=APT::Install-Recommends "false"')
     command += [f"--dpkgopt={option}" for option in _EXCLUDED_PATHS]
     command += [DEBIAN_SUITE, str(output)]
     if settings.debian_mirror:
@@ -52,39 +57,60 @@ def mmdebstrap_command(settings: ImageSettings, output: Path) -> list[str]:
     return command
 
 
-def rootfs_key(settings: ImageSettings) -> str:
+def rootfs_key(settings: ImageSettings, packages: tuple[str, ...] = PACKAGES) -> str:
     """Names the cached root filesystem: everything that decides its content."""
-    return ContentHash().add_text("mmdebstrap", " ".join(mmdebstrap_command(settings, Path("rootfs.tar")))).hexdigest()
+    command = mmdebstrap_command(settings, Path("rootfs.tar"), packages)
+    return ContentHash().add_text("mmdebstrap", " ".join(command)).hexdigest()
 
 
 def debian_python_tag(settings: ImageSettings) -> str:
+    return _debian_tag(settings, "debian-python", PACKAGES)
+
+
+def debian_build_tag(settings: ImageSettings) -> str:
+    return _debian_tag(settings, "debian-build", BUILD_PACKAGES)
+
+
+def _debian_tag(settings: ImageSettings, name: str, packages: tuple[str, ...]) -> str:
     digest = (
         ContentHash()
-        .add_text("rootfs", rootfs_key(settings))
-        .add_text("changes", "\n".join(image_changes(settings)))
+        .add_text("rootfs", rootfs_key(settings, packages))
+        .add_text("changes", "\n".join(image_changes(settings, name)))
         .hexdigest()
     )
-    return f"{settings.image_prefix}/debian-python:{digest}"
+    return f"{settings.image_prefix}/{name}:{digest}"
 
 
 def ensure_debian_python_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:
     """Tag of a local image with Debian's Python 3 (built and imported when missing)."""
-    tag = debian_python_tag(settings)
+    return _ensure_debian_image(settings, progress, "debian-python", PACKAGES)
+
+
+def ensure_debian_build_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:
+    """Tag of a local image with Debian's Python 3, g++, make and cmake: the build stage that
+    compiles packages from source with no registry and no network inside the build."""
+    return _ensure_debian_image(settings, progress, "debian-build", BUILD_PACKAGES)
+
+
+def _ensure_debian_image(settings: ImageSettings, progress: Callable[[str], None], name: str,
+                         packages: tuple[str, ...]) -> str:
+    tag = _debian_tag(settings, name, packages)
     if inspect_image(tag) is not None:
         return tag
-    with file_lock(settings.cache_dir / "locks" / "debian-python.lock"):
+    with file_lock(settings.cache_dir / "locks" / f"{name}.lock"):
         if inspect_image(tag) is not None:
             return tag
-        rootfs = settings.cache_dir / "rootfs" / f"{rootfs_key(settings)}.tar"
+        rootfs = settings.cache_dir / "rootfs" / f"{rootfs_key(settings, packages)}.tar"
         if not rootfs.exists():
-            _make_rootfs(settings, rootfs, progress)
-        progress(f"offline base: importing {rootfs.name} as {tag}")
-        changes = [arg for change in image_changes(settings) for arg in ("--change", change)]
+            _make_rootfs(settings, rootfs, progress, packages)
+        progress(f"offline {name}: importing {rootfs.name} as {tag}")
+        changes = [arg for change in image_changes(settings, name) for arg in ("--change", change)]
         docker_cli.run_docker(["import", *changes, str(rootfs), tag], timeout=IMPORT_TIMEOUT_S)
     return tag
 
 
-def _make_rootfs(settings: ImageSettings, rootfs: Path, progress: Callable[[str], None]) -> None:
+def _make_rootfs(settings: ImageSettings, rootfs: Path, progress: Callable[[str], None],
+                 packages: tuple[str, ...] = PACKAGES) -> None:
     if shutil.which("mmdebstrap") is None:
         raise UserError(
             "The base image cannot be pulled and mmdebstrap, which builds it offline, is not installed.",
@@ -93,8 +119,8 @@ def _make_rootfs(settings: ImageSettings, rootfs: Path, progress: Callable[[str]
         )
     rootfs.parent.mkdir(parents=True, exist_ok=True)
     partial = rootfs.with_suffix(".partial.tar")
-    command = mmdebstrap_command(settings, partial)
-    progress(f"offline base: building a Debian {DEBIAN_SUITE} root filesystem with {', '.join(PACKAGES)}")
+    command = mmdebstrap_command(settings, partial, packages)
+    progress(f"offline base: building a Debian {DEBIAN_SUITE} root filesystem with {', '.join(packages)}")
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=MMDEBSTRAP_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -2,17 +2,23 @@
 
 Failures become `UserError`s that say what to do; callers that expect a command to fail (an
 inspect of a missing image, a pull with no registry) pass `check=False` and read the result.
+Long-running commands (`logs --follow`, a one-off `compose run`) are started with
+`start_docker`, whose `DockerProcess` explains the same failures once it has exited.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 from gym_compose.errors import UserError
 
@@ -116,10 +122,7 @@ def _run_once(
             return DockerResult(tuple(command[1:]), completed.returncode, completed.stdout, completed.stderr)
         return _run_streaming(command, timeout, on_line, env)
     except FileNotFoundError:
-        raise UserError(
-            "The `docker` command was not found.",
-            hint="install Docker Engine (https://docs.docker.com/engine/install/) and put `docker` on PATH",
-        ) from None
+        raise _docker_missing() from None
     except subprocess.TimeoutExpired:
         raise DockerTimeout(command[1:], timeout) from None
 
@@ -154,6 +157,132 @@ def _run_streaming(
     if timed_out.is_set():
         raise subprocess.TimeoutExpired(command, timeout)
     return DockerResult(tuple(command[1:]), returncode, "\n".join(lines), "")
+
+
+def _docker_missing() -> UserError:
+    return UserError(
+        "The `docker` command was not found.",
+        hint="install Docker Engine (https://docs.docker.com/engine/install/) and put `docker` on PATH",
+    )
+
+
+STDERR_TAIL_LINES = 50
+
+
+class DockerProcess:
+    """A long-running `docker ...` that its owner stops. Its stderr is passed on line by line
+    (to `stderr_to`) and its tail kept, so that `check()` explains a failure as `run_docker` does."""
+
+    def __init__(self, popen: subprocess.Popen, args: Sequence[str], stderr_to: IO[str] | None):
+        self._popen = popen
+        self.args = tuple(args)
+        self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._stderr_to = stderr_to
+        self._pump = threading.Thread(target=self._copy_stderr, daemon=True)
+        self._pump.start()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def stdin(self) -> IO[bytes] | None:
+        return self._popen.stdin
+
+    def _copy_stderr(self) -> None:
+        assert self._popen.stderr is not None
+        for raw in self._popen.stderr:
+            line = raw.decode("utf-8", "replace")
+            self._tail.append(line.rstrip("\n"))
+            if self._stderr_to is not None:
+                try:
+                    self._stderr_to.write(line)
+                    self._stderr_to.flush()
+                except (OSError, ValueError):  # a closed terminal or log file: keep the tail only
+                    self._stderr_to = None
+
+    def poll(self) -> int | None:
+        return self._popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit status, or None if it is still running after `timeout` seconds."""
+        try:
+            code = self._popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._pump.join(timeout=5)
+        return code
+
+    def send_signal(self, signum: int) -> None:
+        if self._popen.poll() is None:
+            self._popen.send_signal(signum)
+
+    def tell(self, message: dict) -> None:
+        """Write one JSON line to its stdin (a pipe from `stdin_pipe`); a closed pipe is ignored."""
+        if self._popen.stdin is None or self._popen.stdin.closed:
+            return
+        try:
+            self._popen.stdin.write(json.dumps(message).encode() + b"\n")
+            self._popen.stdin.flush()
+        except OSError:
+            pass
+
+    def close_stdin(self) -> None:
+        if self._popen.stdin is not None and not self._popen.stdin.closed:
+            try:
+                self._popen.stdin.close()
+            except OSError:
+                pass
+
+    def stop(self, grace_seconds: float, signum: int = signal.SIGINT) -> int:
+        """Signal it, wait up to `grace_seconds`, then kill it; returns its exit status."""
+        self.send_signal(signum)
+        code = self.wait(grace_seconds)
+        if code is None:
+            self._popen.kill()
+            code = self._popen.wait()
+        self._pump.join(timeout=5)
+        return code
+
+    def result(self) -> DockerResult:
+        """After it exited: its status and the tail of its stderr."""
+        code = self._popen.poll()
+        return DockerResult(self.args, -1 if code is None else code, "", "\n".join(self._tail))
+
+    def check(self, engine_only: bool = False) -> None:
+        """Raise the engine's own explanation (daemon down, permission), or else, unless
+        `engine_only` (the command's status is its own business), DockerCommandError."""
+        result = self.result()
+        _raise_if_engine_unusable(result)
+        if not result.ok and not engine_only:
+            raise DockerCommandError(result)
+
+
+def start_docker(
+    args: Sequence[str],
+    *,
+    stdout: IO | None = None,
+    stderr_to: IO[str] | None = None,
+    stdin_pipe: bool = False,
+    new_session: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> DockerProcess:
+    """Start `docker ARGS` and return at once. stdout goes to `stdout` (None: ours); stderr is
+    copied to `stderr_to` (None: kept only for `check()`). `stdin_pipe` gives the caller a pipe to
+    its stdin (closed when the caller dies, whatever the signal); `new_session` keeps the
+    terminal's Ctrl-C from reaching it, so that its owner alone decides how it stops."""
+    try:
+        popen = subprocess.Popen(
+            [DOCKER, *args],
+            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {})},
+            start_new_session=new_session,
+        )
+    except FileNotFoundError:
+        raise _docker_missing() from None
+    return DockerProcess(popen, args, stderr_to)
 
 
 def _raise_if_engine_unusable(result: DockerResult) -> None:

@@ -18,10 +18,13 @@ from pathlib import Path
 
 from gym_compose.engine import docker_cli
 from gym_compose.engine.build_lock import file_lock
-from gym_compose.engine.debian_base import debian_python_tag, ensure_debian_python_image
+from gym_compose.engine.debian_base import debian_python_tag, ensure_debian_build_image, ensure_debian_python_image
 from gym_compose.engine.image_build import build_image, inspect_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
 from gym_compose.engine.image_settings import IMAGE_LABEL, PYTHON_VERSION, ImageSettings
+from gym_compose.engine.native_build import (
+    IMAGE_SETUP, NATIVE_PREPARE, NativeSources, ensure_native_sources, native_env, native_requirements,
+)
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
@@ -126,7 +129,8 @@ def _ready_offline_base(settings: ImageSettings, inputs: BaseInputs) -> str | No
 
 def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progress = print) -> str:
     """Tag of `gym-compose/<impl>:<hash>`: the base plus the implementation folder at /srv/server
-    and the packages of its requirements.txt; built when missing."""
+    and the packages of its requirements.txt (and of native-requirements.txt, compiled in a build
+    stage); built when missing."""
     settings = ImageSettings.from_env()
     implementation_dir = Path(implementation_dir)
     if not implementation_dir.is_dir():
@@ -137,7 +141,9 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
     name = image_name(implementation_dir.name)
     files = tree_files(implementation_dir, skip=SERVER_SKIPPED)
     requirements = server_requirements(implementation_dir)
-    dockerfile = server_dockerfile(has_requirements=bool(requirements))
+    native = native_requirements(implementation_dir)
+    dockerfile = (DOCKER_DIR / "server-native.Dockerfile").read_text() if native else \
+        server_dockerfile(has_requirements=bool(requirements))
     offline = _is_offline_base(base_tag, settings)
     digest = (
         ContentHash()
@@ -145,9 +151,12 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
         .add_text("base", base_tag)
         .add_text("requirements", requirements)
         .add_tree("server", implementation_dir, files)
-        .hexdigest()
     )
-    tag = f"{settings.image_prefix}/{name}:{digest}"
+    builder = None
+    if native:  # the folder's native-* files are in the tree already; the build image is not
+        builder = _native_builder(settings, offline, progress)
+        digest.add_text("builder", builder["Id"])
+    tag = f"{settings.image_prefix}/{name}:{digest.hexdigest()}"
     if image_exists(tag):
         progress(f"server image {tag} is up to date")
         return tag
@@ -156,16 +165,51 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
             return tag
         progress(f"building server image {tag}")
         (context / "wheels").mkdir()
-        if requirements and offline:
+        build_args = {"BASE_IMAGE": base_tag, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""}
+        own_needs = requirements
+        if native:
+            sources = ensure_native_sources(native, settings.cache_dir, progress)
+            _native_context(implementation_dir, sources, settings, context / "native", progress)
+            build_args["BUILDER_IMAGE"] = builder["RepoTags"][0] if builder.get("RepoTags") else builder["Id"]
+            own_needs = requirements + "".join(f"{line}\n" for line in sources.runtime_requires)
+            setup = context / "image_setup"
+            setup.mkdir()
+            if (implementation_dir / IMAGE_SETUP).is_file():
+                shutil.copy2(implementation_dir / IMAGE_SETUP, setup / IMAGE_SETUP)
+        if own_needs.strip() and offline:
             runtime = ensure_wheelhouse(_read_runtime_requirements(), settings.cache_dir, progress)
-            own = ensure_wheelhouse(requirements, settings.cache_dir, progress, constraints=pinned_versions(runtime))
+            own = ensure_wheelhouse(own_needs, settings.cache_dir, progress, constraints=pinned_versions(runtime))
             _link_wheels(own, context / "wheels")
         (context / "Dockerfile").write_text(dockerfile)
         (context / "requirements.txt").write_text(requirements)
         _copy_files(implementation_dir, files, context / "server")
-        build_args = {"BASE_IMAGE": base_tag, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""}
         build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
     return tag
+
+
+def _native_builder(settings: ImageSettings, offline: bool, progress: Progress) -> dict:
+    """The build stage's image: Debian with g++/cmake/make offline, else the public Python image
+    (the build installs them with apt)."""
+    builder = ensure_debian_build_image(settings, progress) if offline else settings.public_base
+    image = inspect_image(builder)
+    if image is None:
+        raise UserError(f"The build image {builder} for compiled packages is not available locally.",
+                        hint="pull it (`docker pull " + builder + "`) or set GYM_COMPOSE_OFFLINE=1")
+    return {**image, "RepoTags": [builder]}
+
+
+def _native_context(implementation_dir: Path, sources: NativeSources, settings: ImageSettings, target: Path,
+                    progress: Progress) -> None:
+    (target / "sdists").mkdir(parents=True)
+    (target / "build-wheels").mkdir()
+    for sdist in sources.sdists:
+        _link_file(sdist, target / "sdists" / sdist.name)
+    build_requirements = "".join(f"{line}\n" for line in sources.build_requires)
+    _link_wheels(ensure_wheelhouse(build_requirements, settings.cache_dir, progress), target / "build-wheels")
+    (target / "build-requirements.txt").write_text(build_requirements)
+    (target / "native-build.env").write_text(native_env(implementation_dir))
+    if (implementation_dir / NATIVE_PREPARE).is_file():
+        shutil.copy2(implementation_dir / NATIVE_PREPARE, target / NATIVE_PREPARE)
 
 
 def choose_parent(settings: ImageSettings, progress: Progress) -> Parent:
@@ -271,10 +315,14 @@ class _build_context:
 
 def _link_wheels(wheelhouse: Path, target: Path) -> None:
     for wheel in wheelhouse.glob("*.whl"):
-        try:
-            os.link(wheel, target / wheel.name)
-        except OSError:
-            shutil.copy2(wheel, target / wheel.name)
+        _link_file(wheel, target / wheel.name)
+
+
+def _link_file(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _copy_files(root: Path, files: list[Path], target: Path) -> None:

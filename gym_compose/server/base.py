@@ -62,6 +62,11 @@ class BaseServer(BaseModel):
     def session_states(self) -> list[SessionState]:
         return [value for value in self.__dict__.values() if isinstance(value, SessionState)]
 
+    def not_ready_reason(self) -> Optional[str]:
+        """Why the server cannot serve requests yet (a model still loading); None once it can.
+        The readiness route answers 503 with this reason until then."""
+        return None
+
     def setup_webserver(self):
         raise NotImplementedError(f"{type(self).__name__} must implement setup_webserver()")
 

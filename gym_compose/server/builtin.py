@@ -4,6 +4,9 @@ BUILTIN_IMPLEMENTATIONS: dict[str, str] = {
     "simple_agent": "gym_compose.server.agents.simple_agent:SimpleAgent",
     "gymnasium_agent": "gym_compose.server.agents.gymnasium_agent:GymnasiumAgent",
     "openai_model": "gym_compose.server.models.openai_model:OpenAIModel",
+    "vllm_model": "gym_compose.server.models.vllm_model:VLLMModel",
+    # the model server half of local_vllm_model; the plan adds the vLLM service it talks to
+    "local_vllm_model": "gym_compose.server.models.vllm_model:VLLMModel",
     "mock_model": "gym_compose.server.models.mock_model:MockModel",
     "single_agent_turn": "gym_compose.server.environments.single_agent_turn:SingleAgentTurnEnvironmentServer",
     "legacy_agent": "gym_compose.server.environments.legacy_agent:LegacyAgentEnvironmentServer",

@@ -1,9 +1,10 @@
 """Calls from one server to another by instance name, as NeMo Gym's server client does.
 
 The address comes from the config; session cookies are passed explicitly per call (the agent
-carries each resources session's cookie itself). Connection errors are retried with backoff for
-`peer_connect_retry_seconds` (default 60), then raised: a dead peer fails the rollout, it does not
-hang it forever.
+carries each resources session's cookie itself). A refused connection is retried with backoff for
+`peer_connect_retry_seconds` (default 5: a dead peer fails the rollout fast, a peer restarting in
+that time is waited for), then raised naming the peer. Each call's timeout is
+`peer_request_timeout_seconds`, cut to what the request being served has left (time_budget).
 """
 
 from __future__ import annotations
@@ -12,25 +13,51 @@ import asyncio
 import time
 from typing import Any, Optional
 
+import orjson
+
 from gym_compose.server.context import instance_address
-from gym_compose.server.http_client import HttpClient, HttpResponse, PeerConnectError
+from gym_compose.server.http_client import HttpClient, HttpResponse, PeerConnectError, PeerTimeout
+from gym_compose.server.time_budget import TIME_LEFT_HEADER, call_timeout
+
+DEFAULT_CONNECT_RETRY_SECONDS = 5.0
+MAX_MESSAGE_CHARS = 2000
 
 
 class PeerError(RuntimeError):
-    """A peer answered with an error status; `status` and `body` say what it was."""
+    """A peer answered with an error status; `status` and `body` say what it was, and `cause`
+    (type, error, server) where the error started, when the body carries it."""
 
     def __init__(self, server_name: str, path: str, status: int, body: bytes):
         self.server_name, self.path, self.status, self.body = server_name, path, status, body
-        super().__init__(
-            f"{server_name}{path} answered HTTP {status}: {body[:2000].decode('utf-8', 'replace')}"
-        )
+        self.cause = error_cause(body, server_name)
+        if self.cause is not None:
+            detail = f"{self.cause['type']}: {self.cause['error']}"
+        else:
+            detail = body[:MAX_MESSAGE_CHARS].decode("utf-8", "replace")
+        super().__init__(f"{server_name}{path} answered HTTP {status}: {detail}")
+
+
+def error_cause(body: bytes, server_name: str) -> Optional[dict[str, Any]]:
+    """The innermost {type, error, server, path} of an error body, if it is one of ours."""
+    try:
+        answer = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    if isinstance(answer.get("cause"), dict):
+        return answer["cause"]
+    if isinstance(answer.get("error"), str):
+        return {"type": str(answer.get("type") or "ServerError"), "error": answer["error"][:MAX_MESSAGE_CHARS],
+                "server": answer.get("server") or server_name, "path": answer.get("path")}
+    return None
 
 
 class PeerClient:
     def __init__(self, global_config: dict[str, Any], http: Optional[HttpClient] = None):
         self.global_config = global_config
         self.http = http or HttpClient(timeout=float(global_config.get("peer_request_timeout_seconds", 3600)))
-        self.connect_retry_seconds = float(global_config.get("peer_connect_retry_seconds", 60))
+        self.connect_retry_seconds = float(global_config.get("peer_connect_retry_seconds", DEFAULT_CONNECT_RETRY_SECONDS))
         self._addresses: dict[str, tuple[str, int]] = {}
 
     def address(self, server_name: str) -> tuple[str, int]:
@@ -52,6 +79,8 @@ class PeerClient:
         timeout: Optional[float] = None,
     ) -> HttpResponse:
         host, port = self.address(server_name)
+        timeout = call_timeout(timeout or self.http.timeout)
+        headers = {**(headers or {}), TIME_LEFT_HEADER: f"{timeout:.3f}"}
         deadline = None
         delay = 0.05
         while True:
@@ -60,13 +89,18 @@ class PeerClient:
                     method, host, port, path, json=json, content=content,
                     cookies=cookies, headers=headers, timeout=timeout,
                 )
-            except PeerConnectError:
+            except PeerTimeout:
+                raise PeerTimeout(f"{server_name} did not answer {method} {path} within {timeout:.3g} s") from None
+            except PeerConnectError as error:
                 now = time.monotonic()
                 deadline = deadline or now + self.connect_retry_seconds
                 if now + delay > deadline:
-                    raise
+                    raise PeerConnectError(f"cannot reach {server_name} ({error}; retried for "
+                                           f"{self.connect_retry_seconds:g} s)") from None
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                delay = min(delay * 2, 1.0)
+            except ConnectionError as error:  # the peer went away mid-call (killed, restarted)
+                raise type(error)(f"{server_name} dropped the connection during {method} {path} ({error})") from None
 
     async def post(self, server_name: str, path: str, **kwargs) -> HttpResponse:
         return await self.request(server_name, path, "POST", **kwargs)

@@ -13,6 +13,7 @@ from gym_compose.server.base import BaseServer
 from gym_compose.server.context import ServerConfigError, ServerContext, load_context
 from gym_compose.server.peers import PeerClient
 from gym_compose.server.readiness import PeersReadiness, Readiness
+from gym_compose.server.time_budget import adopt_from_scope
 from gym_compose.server.web import (
     READY_PATH, BadRequestBody, ErrorBoundary, bad_request_body, dumps, json_response, serve, server_error_body,
 )
@@ -103,12 +104,16 @@ class ServerApp:
                 return message
             return await self.inner(scope, hooked_receive, send)
         if scope["type"] == "http" and scope["path"] == READY_PATH:
-            ready = self.readiness.ready
-            body = dumps({"ready": True} if ready else {"ready": False, "reason": self.readiness.reason})
+            own_reason = self.server.not_ready_reason() if self.server is not None else None
+            ready = self.readiness.ready and own_reason is None
+            reason = self.readiness.reason if not self.readiness.ready else own_reason
+            body = dumps({"ready": True} if ready else {"ready": False, "reason": reason})
             await send({"type": "http.response.start", "status": 200 if ready else 503,
                         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
+        if scope["type"] == "http":
+            adopt_from_scope(scope)
         await self.inner(scope, receive, send)
 
 

@@ -62,9 +62,15 @@ def bad_request_body(error: Exception) -> dict[str, Any]:
 
 
 def server_error_body(error: Exception, server_name: str, path: Optional[str]) -> dict[str, Any]:
-    """The one 500 body every server answers for an uncaught error."""
-    return {"error": str(error) or type(error).__name__, "type": type(error).__name__,
+    """The one 500 body every server answers for an uncaught error. An error that came from a
+    peer's error answer (PeerError) carries the peer's `cause` on, so the caller at the end of the
+    chain reads where it started: `{type, error, server, path}` of the first server that failed."""
+    body = {"error": str(error) or type(error).__name__, "type": type(error).__name__,
             "server": server_name, "path": path}
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, dict):
+        body["cause"] = cause
+    return body
 
 
 async def read_json_object(request: Request) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Run as a script, this file is the fake server: `python test_collect_entry.py PORT MODE [DELAY_S]`.
 MODE: ok (reward = task index % 2), flaky (500 on a first attempt of every third task),
-die (exits hard after 5 requests, mid-request).
+die (exits hard after 5 requests, mid-request). With FAKE_SERVER_SEEN=FILE in its environment it
+appends a line to FILE as each request arrives (so a test knows what is in flight).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def make_app(mode: str, delay_s: float):
             if not message.get("more_body"):
                 break
         served["count"] += 1
+        if os.environ.get("FAKE_SERVER_SEEN"):
+            with open(os.environ["FAKE_SERVER_SEEN"], "a") as seen:
+                seen.write("request\n")
         if mode == "die" and served["count"] > 5:
             os._exit(1)
         row = orjson.loads(body)

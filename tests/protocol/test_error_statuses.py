@@ -10,7 +10,8 @@ from starlette.testclient import TestClient
 
 from gym_compose.server.context import ServerContext
 from gym_compose.server.models.mock_model import MockModel, MockModelConfig
-from gym_compose.server.models.openai_model import OpenAIModel, OpenAIModelConfig, _Upstream
+from gym_compose.server.models.openai_model import OpenAIModel, OpenAIModelConfig
+from gym_compose.server.models.upstream import UpstreamClient, _Answer
 from gym_compose.server.resources import BaseResourcesServerConfig, SimpleResourcesServer
 from gym_compose.server.runtime import finish_app
 
@@ -31,10 +32,10 @@ def test_close_session_with_a_body_that_is_not_json_is_a_422():
 
 
 def proxy(monkeypatch, api_mode: str, status: int, raw: bytes) -> TestClient:
-    async def post(self, path, body, headers):
-        return status, raw
+    async def attempt(self, target, payload, headers, deadline):
+        return _Answer(status, {}, raw)
 
-    monkeypatch.setattr(_Upstream, "post", post)
+    monkeypatch.setattr(UpstreamClient, "_attempt", attempt)
     server = OpenAIModel(config=OpenAIModelConfig(name="policy_model", openai_base_url="http://upstream:8000/v1",
                                                   api_mode=api_mode))
     return client_for(server, "responses_api_models", "openai_model")

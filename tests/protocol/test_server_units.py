@@ -72,7 +72,7 @@ def test_upstream_model_error_fails_the_rollout_with_the_reason(start_stack):
     stack = start_stack(config, {"example_single_tool_call": SERVER_IMAGES / "example_single_tool_call"})
     answer = httpx.post(f"{stack.url('environment')}/run", json={"responses_create_params": {"input": "hi"}}, timeout=30)
     assert answer.status_code == 500
-    assert "upstream model endpoint http://127.0.0.1:9/v1 failed" in answer.text
+    assert "upstream model endpoint http://127.0.0.1:9/v1/responses failed: cannot connect" in answer.text
     assert httpx.get(f"{stack.url('policy_model')}/", timeout=5).status_code == 200
 
 

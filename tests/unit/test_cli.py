@@ -1,3 +1,9 @@
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from typer.testing import CliRunner
 
 from gym_compose.cli import app
@@ -10,3 +16,75 @@ def test_help_lists_the_whole_command_tree():
     assert result.exit_code == 0
     for command in ["resolve", "render", "build", "up", "down", "ps", "logs", "list", "eval"]:
         assert command in result.output
+
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The real entry point, with no `docker` on PATH: a check that should have stopped the command
+    first shows up as a Docker error (or, worse, a start), never as a pass."""
+    return subprocess.run([sys.executable, "-m", "gym_compose", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/nonexistent", "HOME": str(cwd), "PYTHONPATH": str(REPO)})
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["up", "--limit", "abc", "--benchmark", "example_single_tool_call"], "Invalid value for '--limit'"),
+    (["up", "--head-port", "abc"], "Invalid value for '--head-port'"),
+    (["eval", "run", "--num-samples-in-parallel"], "Option '--num-samples-in-parallel' requires an argument"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+    (["eval", "frob"], "No such command 'frob'"),
+])
+def test_usage_errors_are_one_line_with_the_usage_hint_and_exit_2(tmp_path, argv, says):
+    result = run_cli(*argv, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and says in errors[0]
+    assert result.stderr.count("\n") <= 4  # Usage + Try ... --help + blank + Error
+    assert not (tmp_path / "results").exists()
+
+
+def test_an_override_without_a_key_is_refused_naming_it(tmp_path):
+    result = run_cli("resolve", "++=3", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "override '++=3' has no key" in result.stderr
+
+
+@pytest.mark.parametrize("rows, extra, says", [
+    ("", [], "holds no rows"),
+    ("\n\n", [], "holds no rows"),
+    ('{"responses_create_params": {"input": "a"}}\n{"prompt": "no params"}\n', [],
+     "line 2: the row has no `responses_create_params` object"),
+    (EXAMPLE_ROWS.read_text(), ["--num-samples-in-parallel", "0"], "num_samples_in_parallel must be a positive integer"),
+    (EXAMPLE_ROWS.read_text(), ["--limit", "0"], "--limit must be a positive integer"),
+    ('{"responses_create_params": {"input": "a"}, "agent_ref": {"name": "nobody"}}\n', [],
+     "agent_ref names agent 'nobody'"),
+])
+def test_rows_and_options_are_checked_before_anything_starts_or_is_written(tmp_path, rows, extra, says):
+    (tmp_path / "rows.jsonl").write_text(rows)
+    result = run_cli("up", "--resources-server", "example_single_tool_call", "--input", "rows.jsonl", *extra,
+                     cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr, result.stderr
+    assert "docker" not in result.stderr.lower()  # refused before the first Docker call
+    assert not (tmp_path / "results").exists()
+
+
+def test_collecting_against_a_running_stack_checks_the_rows_first_too(tmp_path):
+    (tmp_path / "rows.jsonl").write_text("")
+    result = run_cli("eval", "run", "--no-serve", "--resources-server", "example_single_tool_call",
+                     "--input", "rows.jsonl", cwd=tmp_path)
+    assert result.returncode == 2 and "holds no rows" in result.stderr, result.stderr
+
+
+def test_an_install_without_its_checkout_fails_at_once_saying_how_to_install(tmp_path):
+    """`pip install .` (not editable) puts the package into site-packages without server_images/ & co."""
+    site = tmp_path / "site-packages"
+    shutil.copytree(REPO / "gym_compose", site / "gym_compose", ignore=shutil.ignore_patterns("__pycache__"))
+    result = subprocess.run([sys.executable, "-m", "gym_compose", "list"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2, result.stderr
+    assert "runs from its source checkout" in result.stderr and "pip install -e" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -30,6 +30,11 @@ def test_redact_leaves_token_counters_alone_and_hides_authorization_headers():
     assert redact(data) == {"max_output_tokens": 128, "tokenizer": "gpt2", "headers": {"Authorization": "****"}}
 
 
+def test_redact_shows_flags_whose_names_merely_mention_tokens():
+    data = {"return_token_id_information": True, "hf_token": "hf_x", "refresh_token": False}
+    assert redact(data) == {"return_token_id_information": True, "hf_token": "****", "refresh_token": False}
+
+
 def test_instances_lists_name_type_implementation_and_spec_but_not_settings():
     data = {
         "head_server": {"host": "h"},

@@ -1,5 +1,7 @@
 """Host-side collection helpers: run folders and what the manifest records."""
 
+from pathlib import Path
+
 import pytest
 
 from gym_compose.errors import UserError
@@ -35,3 +37,33 @@ def test_manifest_command_line_masks_keys():
     shown = _redacted_argv(argv)
     assert not {"sk-1", "sk-2", "sk-3", "t"} & set(part.split("=")[-1] for part in shown)
     assert "++policy_model_name=m" in shown and shown[-2:] == ["--limit", "3"]
+
+
+def test_a_start_that_fails_removes_the_run_folder_it_made(tmp_path, monkeypatch):
+    """No empty run folder is left by a stack that never became healthy (no Docker: the engine
+    calls around the start are stood in for)."""
+    from gym_compose import evaluation
+    from gym_compose.config.request import ConfigRequest
+    from gym_compose.engine.compose import ComposeProject
+    from gym_compose.evaluation import CollectionArgs, run_collection
+    from gym_compose.plan import StackOptions
+    from gym_compose.stack_commands import StackArgs
+
+    repo = Path(__file__).resolve().parents[2]
+    compose_file = tmp_path / "compose.yaml"
+    compose_file.write_text("services: {}\n")
+    monkeypatch.setattr(evaluation, "refuse_if_running", lambda name: None)
+    monkeypatch.setattr(evaluation, "refuse_second_collector", lambda project: None)
+    monkeypatch.setattr(evaluation, "build_and_render", lambda stack, out, collector: ({}, ComposeProject("p", compose_file)))
+    monkeypatch.setattr(evaluation, "down_quietly", lambda project: None)
+
+    def failing_start(stack, project):
+        raise UserError("policy-model stopped during start-up")
+
+    monkeypatch.setattr(evaluation, "start_servers", failing_start)
+    results = tmp_path / "results"
+    args = StackArgs(ConfigRequest(resources_servers=["example_single_tool_call"]), StackOptions(project="p"))
+    collection = CollectionArgs(results_dir=results, input_file=repo / "server_images/example_single_tool_call/data/example.jsonl")
+    with pytest.raises(UserError, match="stopped during start-up"):
+        run_collection(args, collection, serve=True, keep=False)
+    assert results.is_dir() and list(results.iterdir()) == []

@@ -1,0 +1,155 @@
+"""Soak under faults: one long collection while servers are killed and restarted.
+
+    .venv/bin/python bench/bench_soak.py [--rows 100000] [--parallel 256] [--fault-every 60]
+
+Starts example_single_tool_call + the mock model with `gym-compose up -d`, measures an unfaulted
+baseline (`--baseline-rows` rows), then collects `--rows` rows with `eval run --no-serve`. Every
+`--fault-every` seconds it kills one server (`docker kill`, round-robin over the five kinds); the
+CLI stops the run naming it; the server is restarted (`docker start`), and the run is resumed
+with `--resume`, until every rollout is done. Prints: completed rollouts, failure rows (and how
+many name no cause: must be 0), duplicate rollouts (must be 0), each container's memory at the
+start, its peak (sampled before each fault) and at the end with its restarts, and rollouts/s
+over the whole faulted run with its ratio to the baseline. Removes the stack at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "gym_compose"]
+ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
+SERVICES = ["example-single-tool-call-environment-server", "example-single-tool-call-simple-agent",
+            "example-single-tool-call", "policy-model", "head"]
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+def gym_compose(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=24 * 3600)
+    if check and result.returncode != 0:
+        sys.exit(f"`gym-compose {' '.join(args)}` failed:\n{result.stderr[-3000:]}")
+    return result
+
+
+def memory_mib(project: str) -> dict[str, float]:
+    out = subprocess.run(["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}"],
+                         capture_output=True, text=True, timeout=120).stdout
+    usage = {}
+    for line in out.splitlines():
+        name, _, rest = line.partition(" ")
+        if not name.startswith(f"{project}-") or "-run-" in name:
+            continue
+        amount = rest.split("/")[0].strip()
+        number = amount.rstrip("BKMGikb")
+        unit = amount[len(number):]
+        usage[name[len(project) + 1:].rsplit("-", 1)[0]] = float(number) * UNITS.get(unit, 1) / (1 << 20)
+    return usage
+
+
+def healthy(container: str) -> bool:
+    return subprocess.run(["docker", "inspect", "-f", "{{.State.Health.Status}}", container],
+                          capture_output=True, text=True, timeout=60).stdout.strip() == "healthy"
+
+
+def wait_healthy(container: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not healthy(container):
+        if time.monotonic() > deadline:
+            sys.exit(f"{container} did not become healthy again within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip()] if path.exists() else []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--parallel", type=int, default=256)
+    parser.add_argument("--fault-every", type=float, default=60.0, help="seconds between faults")
+    parser.add_argument("--baseline-rows", type=int, default=2000)
+    parser.add_argument("--project", default="gym-compose-bench-soak")
+    parser.add_argument("--head-port", default="11093")
+    parser.add_argument("--max-rounds", type=int, default=10_000)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
+    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
+    rows, baseline_rows = work / "rows.jsonl", work / "baseline.jsonl"
+    rows.write_text("".join(lines[i % len(lines)] + "\n" for i in range(args.rows)))
+    baseline_rows.write_text("".join(lines[i % len(lines)] + "\n" for i in range(args.baseline_rows)))
+    stack = ["-p", args.project, "--head-port", args.head_port, "--resources-server", "example_single_tool_call"]
+    collect = ["eval", "run", "--no-serve", *stack, "--num-samples-in-parallel", str(args.parallel)]
+
+    print("starting the stack ...", flush=True)
+    gym_compose("up", "-d", *stack, cwd=work)
+    restarts: collections.Counter = collections.Counter()
+    try:
+        started = time.monotonic()
+        gym_compose(*collect, "--input", str(baseline_rows), "--run-name", "baseline", cwd=work)
+        baseline_rate = args.baseline_rows / (time.monotonic() - started)
+        print(f"baseline (no faults): {args.baseline_rows} rollouts, {baseline_rate:.1f} rollouts/s "
+              "(whole eval run command)", flush=True)
+
+        memory_start = memory_mib(args.project)
+        peak = dict(memory_start)
+        started = time.monotonic()
+        for round_number in range(args.max_rounds):
+            resume = ["--resume"] if round_number else []
+            log = work / f"round-{round_number + 1}.log"
+            with open(log, "w") as output:
+                cli = subprocess.Popen([*CLI, *collect, "--input", str(rows), "--run-name", "soak", *resume],
+                                       cwd=work, stdout=output, stderr=subprocess.STDOUT)
+            try:
+                cli.wait(timeout=args.fault_every)
+            except subprocess.TimeoutExpired:
+                for name, mib in memory_mib(args.project).items():
+                    peak[name] = max(peak.get(name, 0.0), mib)
+                victim = SERVICES[round_number % len(SERVICES)]
+                subprocess.run(["docker", "kill", f"{args.project}-{victim}-1"], capture_output=True, timeout=120)
+                cli.wait(timeout=600)
+                restarts[victim] += 1
+                subprocess.run(["docker", "start", f"{args.project}-{victim}-1"], capture_output=True, timeout=120)
+                wait_healthy(f"{args.project}-{victim}-1")
+                print(f"round {round_number + 1}: killed {victim}; the run stopped with exit {cli.returncode}",
+                      flush=True)
+                continue
+            if cli.returncode == 0:
+                break
+            print(f"round {round_number + 1}: exit {cli.returncode} without a fault:\n"
+                  f"{log.read_text(errors='replace')[-2000:]}", flush=True)
+        elapsed = time.monotonic() - started
+        memory_end = memory_mib(args.project)
+
+        (run_dir,) = [p for p in (work / "results").glob("soak-*") if p.is_dir()]
+        rollouts = read_rows(run_dir / "rollouts.jsonl")
+        keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rollouts]
+        failures = read_rows(run_dir / "rollouts_failures.jsonl")
+        classes = collections.Counter(f.get("_ng_failure_class") for f in failures)
+        nameless = sum(1 for f in failures if not f.get("_ng_failure_message"))
+        print(f"\nrows {args.rows} at {args.parallel} in parallel, a fault every {args.fault_every:g} s, "
+              f"{round_number + 1} rounds")
+        print(f"completed      {len(set(keys))} of {args.rows}")
+        print(f"duplicates     {len(keys) - len(set(keys))}")
+        print(f"failure rows   {len(failures)} ({', '.join(f'{k}: {v}' for k, v in classes.items()) or 'none'}); "
+              f"without a cause: {nameless}")
+        print(f"rollouts/s     {len(set(keys)) / elapsed:.1f} over {elapsed:.0f} s with faults "
+              f"({len(set(keys)) / elapsed / baseline_rate:.2f} x the unfaulted baseline)")
+        print("memory (MiB)   container: start -> peak before a fault -> end (restarts)")
+        for name in sorted(set(memory_start) | set(memory_end)):
+            print(f"  {name:45} {memory_start.get(name, 0):7.1f} -> {peak.get(name, 0):7.1f} -> "
+                  f"{memory_end.get(name, 0):7.1f} ({restarts[name]})")
+    finally:
+        gym_compose("down", "-p", args.project, cwd=work, check=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Host side of server images that compile packages from source (docker/server-native.Dockerfile).
+
+An implementation folder opts in with `native-requirements.txt`: pip requirement lines of
+packages PyPI has no wheel of for the image's platform (llama-cpp-python). The host downloads their
+sdists once into the cache and reads from each, without building it, what the image build needs:
+the build backend (`[build-system] requires` of pyproject.toml), installed in the build stage from
+a wheelhouse, and the package's own dependencies (`Requires-Dist` of PKG-INFO), installed with the
+server's requirements. Optional files beside it: `native-build.env` (KEY=VALUE lines exported for
+the build, e.g. CMAKE_ARGS), `native-prepare.sh` (run in each unpacked source tree before it is
+built), `image_setup.py` (run after the install, see the Dockerfile).
+"""
+
+from __future__ import annotations
+
+import email.parser
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.image_hash import ContentHash
+from gym_compose.errors import UserError
+
+NATIVE_REQUIREMENTS = "native-requirements.txt"
+NATIVE_ENV = "native-build.env"
+NATIVE_PREPARE = "native-prepare.sh"
+IMAGE_SETUP = "image_setup.py"
+PIP_TIMEOUT_S = 900
+_COMPLETE_MARKER = ".complete"
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+@dataclass(frozen=True)
+class NativeSources:
+    """The downloaded sdists and what was read from them."""
+
+    sdists: list[Path]
+    build_requires: list[str]
+    runtime_requires: list[str]
+
+
+def native_requirements(implementation_dir: Path) -> str:
+    """The requirement lines of native-requirements.txt ('' when the folder has none)."""
+    path = implementation_dir / NATIVE_REQUIREMENTS
+    if not path.is_file():
+        return ""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    kept = [line for line in lines if line and not line.startswith("#")]
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+def native_env(implementation_dir: Path) -> str:
+    """native-build.env, checked: KEY=VALUE lines (comments and blank lines allowed)."""
+    path = implementation_dir / NATIVE_ENV
+    if not path.is_file():
+        return ""
+    text = path.read_text()
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#") and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", stripped):
+            raise UserError(f"{path}, line {number}: expected KEY=VALUE, got {stripped!r}",
+                            hint="one variable per line, e.g. CMAKE_ARGS=\"-DGGML_NATIVE=OFF\"")
+    return text
+
+
+def ensure_native_sources(requirements: str, cache_dir: Path, progress: Callable[[str], None]) -> NativeSources:
+    """The sdists of `requirements` (downloaded into the cache once) and their build/runtime needs."""
+    key = ContentHash().add_text("native-requirements", requirements).hexdigest()
+    folder = cache_dir / "sdists" / key
+    if not (folder / _COMPLETE_MARKER).exists():
+        with file_lock(cache_dir / "locks" / f"sdists-{key}.lock"):
+            if not (folder / _COMPLETE_MARKER).exists():
+                _download_sdists(requirements, folder, progress)
+    sdists = sorted(path for path in folder.iterdir() if path.name.endswith((".tar.gz", ".tgz")))
+    build_requires: list[str] = []
+    runtime_requires: list[str] = []
+    for sdist in sdists:
+        build, runtime = read_sdist_requirements(sdist)
+        build_requires += [line for line in build if line not in build_requires]
+        runtime_requires += [line for line in runtime if line not in runtime_requires]
+    return NativeSources(sdists, build_requires, runtime_requires)
+
+
+def read_sdist_requirements(sdist: Path) -> tuple[list[str], list[str]]:
+    """(build-system requires, unconditional Requires-Dist) of an sdist, read without building it."""
+    try:
+        with tarfile.open(sdist) as archive:
+            members = {member.name.split("/", 1)[-1]: member for member in archive.getmembers()
+                       if member.name.count("/") == 1}
+            pyproject = archive.extractfile(members["pyproject.toml"]).read() if "pyproject.toml" in members else b""
+            pkg_info = archive.extractfile(members["PKG-INFO"]).read() if "PKG-INFO" in members else b""
+    except (tarfile.TarError, OSError, KeyError) as error:
+        raise UserError(f"cannot read the source distribution {sdist}: {error}",
+                        hint="delete it from the cache (it may be truncated) and build again") from None
+    build = ["setuptools>=40.8.0", "wheel"]
+    if pyproject:
+        build = list(tomllib.loads(pyproject.decode()).get("build-system", {}).get("requires", build))
+    metadata = email.parser.Parser().parsestr(pkg_info.decode("utf-8", "replace"))
+    runtime = [line for line in metadata.get_all("Requires-Dist") or [] if "extra ==" not in line.replace("'", '"')]
+    return build, runtime
+
+
+def _download_sdists(requirements: str, folder: Path, progress: Callable[[str], None]) -> None:
+    names = [match.group(1) for line in requirements.splitlines() if (match := _NAME.match(line))]
+    progress(f"native build: downloading the sources of {', '.join(names)}")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        (staging / "requirements.txt").write_text(requirements)
+        command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--no-deps",
+                   "--dest", str(staging), "-r", str(staging / "requirements.txt")]
+        for name in names:
+            command += ["--no-binary", name]
+        try:
+            completed = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"pip did not download {', '.join(names)} within {PIP_TIMEOUT_S} s",
+                            hint="check that PyPI (or PIP_INDEX_URL) is reachable from this host") from None
+        if completed.returncode != 0:
+            tail = "\n".join("    " + line for line in completed.stderr.strip().splitlines()[-15:])
+            raise UserError(f"pip could not download the sources of {', '.join(names)}:\n{tail}",
+                            hint="check the lines of native-requirements.txt and that PyPI is reachable")
+        (staging / "requirements.txt").unlink()
+        (staging / _COMPLETE_MARKER).write_text("")
+        if folder.exists():
+            shutil.rmtree(folder)
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

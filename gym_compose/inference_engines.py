@@ -1,0 +1,121 @@
+"""Inference engines as services of the stack, and GPU reservations (pure: no Docker, no files).
+
+`local_vllm_model` (NeMo Gym's name: a model server that starts vLLM itself) becomes two services:
+`<instance>-vllm`, the vLLM OpenAI-compatible server from a public image with the GPUs reserved
+and the Hugging Face cache on a named volume, and the instance itself, a `vllm_model` whose
+`base_url` is that server. The model server's readiness waits for vLLM's `/v1/models`, which
+vLLM serves only once the model has loaded: "healthy" means "model loaded".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gym_compose.errors import UserError
+
+LOCAL_VLLM = "local_vllm_model"
+DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+VLLM_PORT = 8000
+HF_CACHE = "/root/.cache/huggingface"
+DEFAULT_CACHE_VOLUME = "gym-compose-model-cache"
+CACHE_LABEL = "io.gym-compose.cache"
+# parallelism keys of vllm_serve_kwargs whose product is the number of GPUs one instance uses
+_PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+
+
+@dataclass
+class EngineService:
+    name: str
+    image: str
+    compose: dict[str, Any] = field(default_factory=dict)  # compose service fields
+    volumes: dict[str, str] = field(default_factory=dict)  # compose volume key -> docker volume name
+
+
+def gpu_reservation(value: Any, where: str) -> dict[str, Any]:
+    """`deploy` for a service that asks for GPUs: `gpus: all`, a count, a list of device ids, or a
+    mapping with count/device_ids (and optionally driver, capabilities)."""
+    device: dict[str, Any] = {"driver": "nvidia"}
+    if value == "all" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        device["count"] = value
+    elif isinstance(value, list) and value and all(isinstance(item, (str, int)) for item in value):
+        device["device_ids"] = [str(item) for item in value]
+    elif isinstance(value, dict) and ("count" in value) != ("device_ids" in value):
+        device.update({key: value[key] for key in ("driver", "count", "device_ids", "options") if key in value})
+        if "device_ids" in device:
+            device["device_ids"] = [str(item) for item in device["device_ids"]]
+        device["capabilities"] = list(value.get("capabilities") or ["gpu"])
+    else:
+        raise UserError(f"{where}: gpus must be `all`, a positive count, a list of device ids, or a mapping with "
+                        f"count or device_ids; got {value!r}", hint="e.g. gpus: 1, or gpus: [\"0\", \"1\"]")
+    device.setdefault("capabilities", ["gpu"])
+    return {"resources": {"reservations": {"devices": [device]}}}
+
+
+def serve_arguments(kwargs: dict[str, Any], where: str) -> list[str]:
+    """vllm_serve_kwargs as `vllm serve` flags: key -> --key, True -> a bare flag, False/None ->
+    left out, a list -> the flag with each value, a mapping -> its JSON."""
+    arguments: list[str] = []
+    for key, value in kwargs.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            arguments.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, list):
+            arguments += [flag, *(str(item) for item in value)]
+        elif isinstance(value, dict):
+            arguments += [flag, json.dumps(value)]
+        elif isinstance(value, (str, int, float)):
+            arguments += [flag, str(value)]
+        else:
+            raise UserError(f"{where}.vllm_serve_kwargs.{key}: cannot pass {value!r} on the command line")
+    return arguments
+
+
+def local_vllm_engine(instance_name: str, service_name: str, spec: dict[str, Any], start_period_s: int
+                      ) -> EngineService:
+    """The vLLM service for a local_vllm_model instance (its spec is read, not changed)."""
+    where = f"{instance_name}.responses_api_models.{LOCAL_VLLM}"
+    model = spec.get("model")
+    if not isinstance(model, str) or not model:
+        raise UserError(f"{where}.model: name the model to serve (a Hugging Face id or a path in the container)",
+                        hint="e.g. -m Qwen/Qwen3-0.6B (sets policy_model_name)")
+    kwargs = spec.get("vllm_serve_kwargs") or {}
+    env = spec.get("vllm_serve_env_vars") or {}
+    if not isinstance(kwargs, dict) or not isinstance(env, dict):
+        raise UserError(f"{where}: vllm_serve_kwargs and vllm_serve_env_vars must be mappings")
+    gpus = spec.get("gpus")
+    if gpus is None:
+        gpus = 1
+        for key in _PARALLEL_KEYS:
+            size = kwargs.get(key, 1)
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+                gpus *= size
+    name = f"{service_name}-vllm"
+    volumes: dict[str, str] = {}
+    hf_home = spec.get("hf_home")
+    if hf_home:  # NeMo Gym's key: a Hugging Face cache on the host
+        cache_mount: dict[str, Any] = {"type": "bind", "source": str(hf_home), "target": HF_CACHE}
+    else:
+        volume = str(spec.get("model_cache_volume") or DEFAULT_CACHE_VOLUME)
+        volumes["model-cache"] = volume
+        cache_mount = {"type": "volume", "source": "model-cache", "target": HF_CACHE}
+    probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{VLLM_PORT}/health', timeout=4)"
+    compose: dict[str, Any] = {
+        "command": ["--model", model, "--host", "0.0.0.0", "--port", str(VLLM_PORT),
+                    *serve_arguments(kwargs, where)],
+        "environment": {"HF_HOME": HF_CACHE, **{str(key): str(value) for key, value in env.items()}},
+        "volumes": [cache_mount],
+        "ipc": "host",  # tensor parallelism shares memory between the workers
+        "deploy": gpu_reservation(gpus, where),
+        "healthcheck": {"test": ["CMD", "python3", "-c", probe], "interval": "10s", "timeout": "5s",
+                        "retries": 3, "start_period": f"{start_period_s}s"},
+    }
+    return EngineService(name=name, image=str(spec.get("vllm_image") or DEFAULT_VLLM_IMAGE), compose=compose,
+                         volumes=volumes)
+
+
+def engine_base_url(engine: EngineService) -> str:
+    return f"http://{engine.name}:{VLLM_PORT}/v1"

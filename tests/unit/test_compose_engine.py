@@ -1,0 +1,114 @@
+"""The compose project against a stand-in `docker` that replays the engine's answers.
+
+The stand-in is a shell script: each call is logged to `calls`, and what it prints comes from the
+case statement each test writes, keyed on the command words.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gym_compose.engine import docker_cli
+from gym_compose.engine.compose import ComposeProject
+from gym_compose.engine.postmortem import describe_exit
+from gym_compose.errors import UserError
+
+
+@pytest.fixture
+def engine(tmp_path, monkeypatch):
+    """engine(case_lines) installs a fake docker; returns a function giving the calls made so far."""
+    script = tmp_path / "docker"
+    log = tmp_path / "calls"
+    monkeypatch.setattr(docker_cli, "DOCKER", str(script))
+    monkeypatch.setattr(docker_cli, "RETRY_DELAYS_S", (0.01,))
+
+    def install(cases: str) -> callable:
+        script.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in\n{cases}\n*) ;;\nesac\n')
+        script.chmod(0o755)
+        return lambda: log.read_text().splitlines() if log.exists() else []
+
+    return install
+
+
+def ps_row(service: str, state: str, exit_code: int = 0, one_off: bool = False, health: str = "") -> str:
+    return json.dumps({"Service": service, "Name": f"p-{service}-1", "State": state, "Health": health,
+                       "ExitCode": exit_code, "Publishers": [],
+                       "Labels": f"com.docker.compose.oneoff={'True' if one_off else 'False'},x=y"})
+
+
+def test_down_removes_the_collector_compose_leaves_behind_and_reports_what_was_there(engine, tmp_path):
+    gone = tmp_path / "gone"
+    calls = engine(f"""
+*"ps -a --filter label=com.docker.compose.project=p --filter label=com.docker.compose.oneoff=True"*)
+  [ -e {gone} ] || echo p-collector-run-1 ;;
+"rm --force p-collector-run-1") touch {gone} ;;
+*"ps -a --filter label=io.gym-compose.project=p"*) [ -e {gone} ] || echo p-collector-run-1 ;;
+*"network ls --filter label=io.gym-compose.project=p"*) [ -e {gone} ] || echo p_gym ;;
+""")
+    removed = ComposeProject("p").down()
+    assert removed.containers == ["p-collector-run-1"] and removed.networks == ["p_gym"]
+    made = calls()
+    assert made.index("rm --force p-collector-run-1") < next(i for i, c in enumerate(made) if " down " in f" {c} ")
+
+
+def test_down_that_leaves_something_behind_fails_naming_it(engine):
+    engine("""
+*"network ls --filter label=com.docker.compose.project=p"*) echo p_gym ;;
+"network rm p_gym") echo "Error response from daemon: error while removing network: network p_gym has active endpoints" >&2; exit 1 ;;
+""")
+    with pytest.raises(UserError, match="not fully removed; still there: networks p_gym"):
+        ComposeProject("p").down()
+
+
+def test_check_stack_names_dead_missing_and_paused_servers_and_ignores_the_collector(engine):
+    rows = "\n".join([ps_row("head", "running", health="healthy"), ps_row("model", "exited", 137),
+                      ps_row("agent", "paused"), ps_row("collector", "exited", 1, one_off=True)])
+    engine(f"""*" ps --all --format json"*) cat <<'EOF'\n{rows}\nEOF\n ;;""")
+    check = ComposeProject("p").check_stack(["head", "model", "agent", "resources"])
+    assert [(s.service, s.state) for s in check.dead] == [("model", "exited"), ("resources", "missing")]
+    assert check.paused == ["agent"] and not check.empty
+
+
+def test_a_death_names_exit_code_and_whether_memory_ran_out():
+    assert describe_exit("policy-model", 137, oom_killed=True).startswith(
+        "server policy-model exited (exit code 137, OOM-killed")
+    assert describe_exit("agent", 137, oom_killed=False) == "server agent exited (exit code 137, killed (SIGKILL), not out of memory)"
+    assert describe_exit("agent", 1, oom_killed=False) == "server agent exited (exit code 1, not OOM-killed)"
+    assert "removed" in describe_exit("agent", None, oom_killed=False)
+
+
+def test_a_long_running_docker_process_explains_a_dead_engine_after_it_exits(engine):
+    engine('''*"logs"*) echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1 ;;''')
+    logs = ComposeProject("p").follow_logs([], follow=True, tail="0")
+    assert logs.wait(30) == 1
+    with pytest.raises(UserError, match="Docker engine is not running"):
+        logs.check(engine_only=True)
+
+
+def test_a_one_off_run_reads_its_lease_from_our_pipe(engine, tmp_path):
+    got = tmp_path / "stdin"
+    engine(f'''*"run --rm --no-TTY"*) cat > {got} ;;''')
+    with open(tmp_path / "log", "w") as log:
+        run = ComposeProject("p").run_one_off("collector", log)
+        run.tell({"stop": "server x exited"})
+        run.close_stdin()
+        assert run.wait(30) == 0
+    assert json.loads(got.read_text()) == {"stop": "server x exited"}
+
+
+def test_a_missing_docker_cli_is_explained_for_long_running_calls_too(monkeypatch, tmp_path):
+    monkeypatch.setattr(docker_cli, "DOCKER", str(tmp_path / "no-docker"))
+    with pytest.raises(UserError, match="`docker` command was not found"):
+        ComposeProject("p").follow_logs([], follow=False, tail=None)
+
+
+def test_nothing_outside_the_engine_imports_subprocess_for_docker():
+    """The engine is the one door to Docker: a module elsewhere that starts processes names no docker."""
+    package = Path(__file__).resolve().parents[2] / "gym_compose"
+    offenders = [str(path.relative_to(package)) for path in package.rglob("*.py")
+                 if path.relative_to(package).parts[0] != "engine"
+                 and "subprocess" in (text := path.read_text()) and '"docker"' in text]
+    assert offenders == []
