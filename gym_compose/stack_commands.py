@@ -126,7 +126,7 @@ def refuse_if_running(project_name: str) -> None:
 
 def start_servers(stack: Stack, project: ComposeProject) -> None:
     """Start every server and wait until all are healthy; any failure removes the stack again."""
-    names = [s.name for s in stack.services] + stack_extra_services(stack)
+    names = stack_service_names(stack)
     say(f"starting {len(names)} services of project {stack.project!r} ...")
     started = time.monotonic()
     try:
@@ -140,11 +140,11 @@ def start_servers(stack: Stack, project: ComposeProject) -> None:
         raise
 
 
-def stack_extra_services(stack: Stack) -> list[str]:
-    """Services that serve no config instance: the sandbox broker, when servers lease sandboxes."""
+def stack_service_names(stack: Stack) -> list[str]:
+    """Every long-running service: the servers, and the sandbox broker when servers lease sandboxes."""
     from gym_compose.sandbox_stack.plan import BROKER_SERVICE
 
-    return [BROKER_SERVICE] if stack.sandboxes is not None else []
+    return [s.name for s in stack.services] + ([BROKER_SERVICE] if stack.sandboxes is not None else [])
 
 
 def up_command(args: StackArgs, detach: bool) -> None:
@@ -155,7 +155,7 @@ def up_command(args: StackArgs, detach: bool) -> None:
     if detach:
         say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
         return
-    attach(project, [service.name for service in stack.services])
+    attach(project, stack_service_names(stack))
 
 
 def attach(project: ComposeProject, services: list[str]) -> None:

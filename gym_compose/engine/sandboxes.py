@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional
 from urllib.parse import urlsplit
 
-from gym_compose.engine.docker_cli import run_docker
-from gym_compose.errors import UserError
+from gym_compose.engine.docker_cli import run_docker, run_docker_attached
 from gym_compose.sandbox.policy import PROJECT_LABEL, ROLE_LABEL, SANDBOX_LABEL, SERVER_LABEL
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -110,13 +108,7 @@ def broker_leases(project: str, broker_service: str) -> dict[str, dict]:
 
 def exec_in_sandbox(container: str, argv: list[str], interactive: bool) -> int:
     """`docker exec` into a sandbox with the terminal attached (a debugging door, not the agent's path)."""
-    flags = ["-i", "-t"] if interactive else ["-i"]
-    try:
-        return subprocess.call(["docker", "exec", *flags, container, *argv])
-    except FileNotFoundError:
-        raise UserError("The `docker` command was not found.") from None
-    except KeyboardInterrupt:
-        return 130
+    return run_docker_attached(["exec", *(["-i", "-t"] if interactive else ["-i"]), container, *argv])
 
 
 def _timestamp(created: Optional[str]) -> float:
