@@ -41,6 +41,7 @@ from gym_compose.stack_commands import (
     project_states,
     refuse_if_running,
     say,
+    stack_service_names,
     start_servers,
     stop_and_remove,
     uninterruptible,
@@ -107,7 +108,7 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
         if serve:
             start_servers(stack, project)
         outcome = CollectorOutcome(1)  # from here on the run folder is the run's, whatever happens
-        outcome = _run_collector(project, run_dir, [s.name for s in stack.services])
+        outcome = _run_collector(project, run_dir, stack_service_names(stack))
     except BaseException:
         if outcome is not None and project is not None:  # before `down` forgets the compose file
             _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)

@@ -12,12 +12,15 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.redact import is_secret_key
 from gym_compose.errors import UserError
 from gym_compose.inference_engines import LOCAL_VLLM, engine_base_url, gpu_reservation, local_vllm_engine
+
+if TYPE_CHECKING:
+    from gym_compose.sandbox_stack.plan import SandboxPlan
 
 SERVER_PORT = 8000
 HEAD_PORT = 11000
@@ -81,6 +84,7 @@ class Stack:
     secrets: dict[str, str]  # secret name -> value, written to files, never into compose.yaml
     options: StackOptions
     volumes: dict[str, str] = field(default_factory=dict)  # compose key -> docker volume kept across runs
+    sandboxes: Optional["SandboxPlan"] = None  # servers that lease sandboxes (gym_compose/sandbox_stack)
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
@@ -158,6 +162,8 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     # No depends_on: every container starts at once, and the head's own readiness waits for all
     # servers to be ready, so "head healthy" means "stack ready" (the collector depends on it).
     head = Service(name=HEAD_SERVICE, role="head", port=HEAD_PORT, published_port=options.head_port)
+    from gym_compose.sandbox_stack.plan import plan_sandboxes
+
     return Stack(
         project=options.project,
         services=[head, *services, *engines],
@@ -166,6 +172,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         secrets=secrets,
         options=options,
         volumes=volumes,
+        sandboxes=plan_sandboxes(data, services),
     )
 
 
