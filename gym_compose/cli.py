@@ -34,6 +34,9 @@ Arguments that are not options are Hydra overrides: key=value, +key=value, ++key
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 eval_app = typer.Typer(help="Collect rollouts (NeMo Gym's `gym eval`).", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
+sandbox_app = typer.Typer(help="Debug a live sandbox of a running stack (`gym-compose ps` lists them).",
+                          no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
 
 DetachOpt = Annotated[bool, typer.Option("--detach", "-d", help="Return once every service is healthy; collect nothing.")]
 KeepOpt = Annotated[bool, typer.Option("--keep", help="After collecting, leave the stack running.")]
@@ -101,7 +104,7 @@ def down(
     project: PROJECT_OPTION = DEFAULT_PROJECT,
     all_projects: Annotated[bool, typer.Option("--all", help="Every gym-compose project on this engine (found by label).")] = False,
 ) -> None:
-    """Remove the project's containers, networks and volumes (never the results folder)."""
+    """Remove the project's containers (sandboxes too), networks and volumes (never the results folder)."""
     from gym_compose.stack.lifecycle import down_all_command, down_command
 
     if all_projects:
@@ -112,7 +115,7 @@ def down(
 
 @app.command()
 def ps(project: PROJECT_OPTION = DEFAULT_PROJECT) -> None:
-    """Show the project's services, their health and published addresses."""
+    """Show the project's services, their health and published addresses, and its live sandboxes."""
     from gym_compose.stack.lifecycle import ps_command
 
     ps_command(project)
@@ -129,6 +132,33 @@ def logs(
     from gym_compose.stack.log_following import logs_command
 
     raise typer.Exit(logs_command(project, list(services or []), follow, tail))
+
+
+SandboxArg = Annotated[str, typer.Argument(
+    help="Sandbox: its name, a unique prefix or suffix, or its session id; '-' for the only one.")]
+
+
+@sandbox_app.command("exec", context_settings={"allow_interspersed_args": False})
+def sandbox_exec(
+    sandbox: SandboxArg,
+    command: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).")],
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+) -> None:
+    """Run a command in a sandbox: gym-compose sandbox exec SANDBOX -- ls -la."""
+    from gym_compose.sandbox_stack.commands import sandbox_exec as run
+
+    raise typer.Exit(run(project, None if sandbox == "-" else sandbox, list(command)))
+
+
+@sandbox_app.command("shell")
+def sandbox_shell(
+    sandbox: Annotated[Optional[str], typer.Argument(help="As for exec; default: the only sandbox.")] = None,
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+) -> None:
+    """Open an interactive shell (bash, else sh) in a sandbox."""
+    from gym_compose.sandbox_stack.commands import sandbox_shell as run
+
+    raise typer.Exit(run(project, None if sandbox in (None, "-") else sandbox))
 
 
 @app.command("list")

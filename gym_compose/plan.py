@@ -14,7 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.redact import is_secret_key
@@ -33,6 +33,9 @@ from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url
 from gym_compose.service_spec import Limits, Mount, Overrides, Probe, read_docker_block
 
 __all__ = ["HEAD_PORT", "PROJECT_LABEL", "ROLE_BY_SERVER_TYPE", "SECRET_PREFIX", "SERVER_PORT"]  # and below
+
+if TYPE_CHECKING:
+    from gym_compose.sandbox_stack.plan import SandboxPlan
 
 HEAD_SERVICE = "head"
 COLLECTOR_SERVICE = "collector"
@@ -75,6 +78,7 @@ class Stack:
     secrets: dict[str, str]  # secret name -> value, written to files, never into compose.yaml
     options: StackOptions
     volumes: dict[str, str] = field(default_factory=dict)  # compose key -> docker volume kept across runs
+    sandboxes: Optional["SandboxPlan"] = None  # servers that lease sandboxes (gym_compose/sandbox_stack)
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
@@ -153,6 +157,8 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     # No depends_on: every container starts at once, and the head's own readiness waits for all
     # servers to be ready, so "head healthy" means "stack ready" (the collector depends on it).
     head = Service(name=HEAD_SERVICE, role=HEAD_ROLE, port=HEAD_PORT, published_port=options.head_port)
+    from gym_compose.sandbox_stack.plan import plan_sandboxes
+
     return Stack(
         project=options.project,
         services=[head, *services, *engines],
@@ -161,6 +167,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         secrets=secrets,
         options=options,
         volumes=volumes,
+        sandboxes=plan_sandboxes(data, services),
     )
 
 

@@ -50,6 +50,8 @@ class RenderOptions:
     # Docker Engine 25+ (API 1.44) probes every start_interval during start-up, which lets the
     # steady-state healthcheck interval be long (low idle CPU) without slowing the start.
     healthcheck_start_interval: bool = False
+    # The Docker socket the sandbox broker mounts: (host path, its group id, rootless engine).
+    docker_socket: tuple[str, int | None, bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,10 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
         model["secrets"] = {name: {"file": f"./secrets/{name}"} for name in sorted(stack.secrets)}
     if stack.volumes:  # caches kept across runs: created by `up` (docker volume create NAME), never removed
         model["volumes"] = {key: {"name": name, "external": True} for key, name in sorted(stack.volumes.items())}
+    if stack.sandboxes is not None:
+        from gym_compose.sandbox_stack.render import add_sandboxes
+
+        add_sandboxes(model, stack, images, services[HEAD_SERVICE], options.docker_socket)
     return model
 
 
@@ -113,6 +119,10 @@ def write_project(
             path = secrets_dir / name
             path.write_text(value, encoding="utf-8")
             path.chmod(0o644)
+    if stack.sandboxes is not None:
+        from gym_compose.sandbox_stack.render import write_secrets
+
+        write_secrets(stack, out_dir)
     compose_file = out_dir / COMPOSE_FILE
     text = "# Rendered by gym-compose; run it with: docker compose -f compose.yaml up --wait\n"
     for name in sorted(set(stack.volumes.values())):

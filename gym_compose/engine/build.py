@@ -26,4 +26,8 @@ def build_stack_images(stack: Stack, progress: Callable[[str], None] = print) ->
         if source not in by_source:
             by_source[source] = ensure_server_image(source, base, progress=progress)
         images[service.name] = by_source[source]
+    if stack.sandboxes is not None:
+        from gym_compose.engine.sandbox_images import ensure_stack_sandbox_images
+
+        images.update(ensure_stack_sandbox_images(stack.sandboxes, base, progress))
     return images

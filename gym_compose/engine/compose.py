@@ -153,6 +153,9 @@ class ComposeProject:
         """Remove everything of the project, one-off containers included; returns what was there
         before. Raises UserError naming whatever is still there afterwards."""
         before = self.leftovers()
+        from gym_compose.engine.sandboxes import remove_sandboxes
+
+        remove_sandboxes(self.name)  # the broker stops (removing its sandboxes) before anything else goes
         self.remove_one_off()  # Compose's down leaves them running, and their network with them
         compose_down = run_docker(
             [*self.compose_args(), "down", "--volumes", "--remove-orphans", "--timeout", "5"], timeout=120, retries=2,

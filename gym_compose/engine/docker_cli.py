@@ -285,6 +285,17 @@ def start_docker(
     return DockerProcess(popen, args, stderr_to)
 
 
+def run_docker_attached(args: Sequence[str]) -> int:
+    """`docker ARGS` on our terminal (stdin, stdout, stderr), for interactive commands such as
+    `docker exec -it`; returns its exit code (130 when interrupted)."""
+    try:
+        return subprocess.call([DOCKER, *args])
+    except FileNotFoundError:
+        raise _docker_missing() from None
+    except KeyboardInterrupt:
+        return 130
+
+
 def _raise_if_engine_unusable(result: DockerResult) -> None:
     if result.ok:
         return

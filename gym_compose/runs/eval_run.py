@@ -20,7 +20,14 @@ from gym_compose.runs.run_folders import claim_run_dir
 from gym_compose.runs.run_inputs import CollectionArgs, plan_run, write_run_inputs
 from gym_compose.runs.summary import print_summary
 from gym_compose.runs.supervision import CollectorOutcome, refuse_second_collector, require_running, run_collector
-from gym_compose.stack.lifecycle import StackArgs, build_and_render, load_and_plan, refuse_if_running, start_servers
+from gym_compose.stack.lifecycle import (
+    StackArgs,
+    build_and_render,
+    load_and_plan,
+    refuse_if_running,
+    stack_service_names,
+    start_servers,
+)
 from gym_compose.stack.state import project_dir
 from gym_compose.stack.teardown import down_quietly, stop_and_remove
 
@@ -47,7 +54,7 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
         if serve:
             start_servers(stack, project)
         outcome = CollectorOutcome(1)  # from here on the run folder is the run's, whatever happens
-        outcome = run_collector(project, run_dir, [s.name for s in stack.services])
+        outcome = run_collector(project, run_dir, stack_service_names(stack))
     except BaseException:
         if outcome is not None and project is not None:  # before `down` forgets the compose file
             write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)

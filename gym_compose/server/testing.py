@@ -18,5 +18,6 @@ def load_app(server_dir: Path, entrypoint: str = "app.py") -> ModuleType:
         sys.path.insert(0, str(server_dir))
     spec = importlib.util.spec_from_file_location(f"{server_dir.name}_app", server_dir / entrypoint)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as for any import (dataclasses look their module up there)
     spec.loader.exec_module(module)
     return module

@@ -42,7 +42,10 @@ def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
     loaded = load(args.request)
     for warning in loaded.warnings:
         say(warning)
-    return loaded, plan_stack(loaded.data, loaded.search_roots, args.options)
+    stack = plan_stack(loaded.data, loaded.search_roots, args.options)
+    for notice in stack.sandboxes.notices if stack.sandboxes else []:
+        say(notice)
+    return loaded, stack
 
 
 def plan_from_request(args: StackArgs) -> Stack:
@@ -51,7 +54,9 @@ def plan_from_request(args: StackArgs) -> Stack:
 
 def render_options() -> RenderOptions:
     """What the engine at hand supports (asked once the config and the plan are known to be good)."""
-    return RenderOptions(healthcheck_start_interval=supports_start_interval())
+    from gym_compose.engine.sandboxes import docker_socket
+
+    return RenderOptions(healthcheck_start_interval=supports_start_interval(), docker_socket=docker_socket())
 
 
 def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None
@@ -98,17 +103,25 @@ def refuse_if_running(project_name: str) -> None:
 
 def start_servers(stack: Stack, deployed: DeployedStack) -> None:
     """Start every server and wait until all are healthy; any failure removes the stack again."""
-    say(f"starting {len(stack.services)} services of project {stack.project!r} ...")
+    names = stack_service_names(stack)
+    say(f"starting {len(names)} services of project {stack.project!r} ...")
     started = time.monotonic()
     try:
         for volume in stack.volumes.values():
             ensure_volume(volume, f"{CACHE_LABEL}=model")
-        deployed.up(wait_timeout_seconds(stack), services=[s.name for s in stack.services])
-        say(f"all {len(stack.services)} services healthy in {time.monotonic() - started:.1f}s")
+        deployed.up(wait_timeout_seconds(stack), services=names)
+        say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
         print_services(deployed.ps())
     except BaseException:
         down_quietly(deployed)
         raise
+
+
+def stack_service_names(stack: Stack) -> list[str]:
+    """Every long-running service: the servers, and the sandbox broker when servers lease sandboxes."""
+    from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+
+    return [s.name for s in stack.services] + ([BROKER_SERVICE] if stack.sandboxes is not None else [])
 
 
 def up_command(args: StackArgs, detach: bool) -> None:
@@ -119,7 +132,7 @@ def up_command(args: StackArgs, detach: bool) -> None:
     if detach:
         say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
         return
-    attach(project, [service.name for service in stack.services])
+    attach(project, stack_service_names(stack))
 
 
 def down_command(project_name: str) -> None:
@@ -154,3 +167,6 @@ def ps_command(project_name: str) -> None:
         say(f"project {project_name!r} has no containers")
         return
     print_services(states)
+    from gym_compose.sandbox_stack.commands import print_sandboxes
+
+    print_sandboxes(project_name)

@@ -179,7 +179,7 @@ def test_head_readiness_probe_that_cannot_run_names_the_server_and_exits_1(monke
     assert "server model at http://127.0.0.1:99999999" in error
 
 
-def test_local_stack_closes_its_log_files_when_stopped(tmp_path, monkeypatch):
+def test_the_local_target_closes_its_log_files_when_stopped(tmp_path, monkeypatch):
     from gym_compose.engine import local_processes
     from stacks import mock_model
 

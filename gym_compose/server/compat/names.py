@@ -83,6 +83,71 @@ def _gymnasium() -> dict[str, Any]:
     return {name: getattr(gymnasium, name) for name in names}
 
 
+def _sandbox() -> dict[str, Any]:
+    import gym_compose.sandbox as sandbox
+
+    return {name: getattr(sandbox, name) for name in sandbox.__all__}
+
+
+def _sandbox_api() -> dict[str, Any]:
+    from gym_compose.sandbox import api
+
+    return {"AsyncSandbox": api.AsyncSandbox, "Sandbox": api.Sandbox, "SandboxPty": api.SandboxPty}
+
+
+def _sandbox_config() -> dict[str, Any]:
+    from gym_compose.sandbox import provider_config
+
+    return {"resolve_provider_config": provider_config.resolve_provider_config,
+            "resolve_provider_metadata": provider_config.resolve_provider_metadata,
+            "SANDBOX_BLOCK_DEFAULT_METADATA_KEY": provider_config.DEFAULT_METADATA_KEY}
+
+
+def _sandbox_providers() -> dict[str, Any]:
+    import gym_compose.sandbox as sandbox
+
+    names = ("ExecResult", "SandboxCreateError", "SandboxCreateVerificationError", "SandboxExecResult",
+             "SandboxHandle", "SandboxPtyError", "SandboxResources", "SandboxSpec", "SandboxStatus",
+             "create_provider", "get_provider_class", "list_providers", "register_provider")
+    return {**{name: getattr(sandbox, name) for name in names}, "SandboxProvider": object}
+
+
+def _sandbox_utils() -> dict[str, Any]:
+    from gym_compose.sandbox import utils
+
+    return {"CPU_CAP_ENV_VARS": utils.CPU_CAP_ENV_VARS, "cpu_cap_env": utils.cpu_cap_env,
+            "rewrite_image": utils.rewrite_image}
+
+
+def _sandbox_access() -> dict[str, Any]:
+    from typing import Literal
+
+    from pydantic import BaseModel, ConfigDict
+
+    class DirectSandboxConnection(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        kind: Literal["direct"] = "direct"
+        provider_config_ref: str
+        descriptor: dict[str, Any]
+
+    class SandboxAccess(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        connection: DirectSandboxConnection
+        workdir: str
+
+    return {"DirectSandboxConnection": DirectSandboxConnection, "SandboxAccess": SandboxAccess}
+
+
+def _global_config() -> dict[str, Any]:
+    def get_global_config_dict(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The whole config this server was started with (NEMO_GYM_CONFIG_DICT, in-network view)."""
+        from gym_compose.server.runtime import current_context
+
+        return current_context().global_config
+
+    return {"get_global_config_dict": get_global_config_dict}
+
+
 def _empty() -> dict[str, Any]:
     return {}
 
@@ -95,6 +160,14 @@ MODULES: dict[str, Callable[[], dict[str, Any]]] = {
     "nemo_gym.episode_types": _episode_types,
     "nemo_gym.config_types": _config_types,
     "nemo_gym.verifier_fixture": _verifier_fixture,
+    "nemo_gym.global_config": _global_config,
+    "nemo_gym.sandbox": _sandbox,
+    "nemo_gym.sandbox.api": _sandbox_api,
+    "nemo_gym.sandbox.config": _sandbox_config,
+    "nemo_gym.sandbox.providers": _sandbox_providers,
+    "nemo_gym.sandbox.providers.base": _sandbox_providers,
+    "nemo_gym.sandbox.utils": _sandbox_utils,
+    "nemo_gym.sandbox.access": _sandbox_access,
     "resources_servers": _empty,
     "resources_servers.gymnasium": _gymnasium,
 }

@@ -14,7 +14,10 @@ Per request it decides one turn from what it is given:
    `ground_truth`, `target` in the row's task fields, which the built-in agents send in the
    `x-gym-task` header (base64url JSON of the row without its create params) to a model server
    that is a mock_model (or an openai_model with `forward_task_header: true`). No expected
-   answer -> `plain`.
+   answer -> `plain`. With `gym_mock_answer: tool_output` in the row's metadata the oracle answers
+   what its last tool call returned instead (the `stdout` of a JSON tool output, else the whole
+   output), so a reward of 1.0 shows the tool really computed the answer (e.g. code run in a
+   sandbox); the adversary still answers wrong.
 
 Its responses' `model` field is always "gym-compose-mock-model".
 """
@@ -141,8 +144,19 @@ def _script_step(step: Any, turn: int) -> TurnPlan:
     return TurnPlan(calls=planned)
 
 
+def tool_answer(output: str) -> str:
+    """The answer a tool output gives: its `stdout` when it is a JSON object with one, else itself."""
+    try:
+        parsed = orjson.loads(output)
+    except orjson.JSONDecodeError:
+        return output.strip()
+    if isinstance(parsed, dict) and isinstance(parsed.get("stdout"), str):
+        return parsed["stdout"].strip()
+    return output.strip()
+
+
 def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata: dict[str, Any],
-              task: dict[str, Any], mode: str) -> TurnPlan:
+              task: dict[str, Any], mode: str, last_tool_output: Optional[str] = None) -> TurnPlan:
     metadata = metadata if isinstance(metadata, dict) else {}
     script_text = metadata.get("gym_mock_script")
     if script_text:
@@ -164,6 +178,8 @@ def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata
     if mode not in MODES:
         raise MockRequestError("gym_mock_mode", f"mock_model mode must be one of {', '.join(MODES)}, not {mode!r}")
     expected = expected_answer(task)
+    if mode == "oracle" and metadata.get("gym_mock_answer") == "tool_output" and last_tool_output is not None:
+        return TurnPlan(text=tool_answer(last_tool_output))
     if expected is None or mode == "plain":
         return TurnPlan(text=PLAIN_ANSWER)
     return TurnPlan(text=str(expected) if mode == "oracle" else wrong_answer(expected))
@@ -183,6 +199,15 @@ def _is_responses_assistant_item(item: dict) -> bool:
     return item.get("type") in ("function_call", "reasoning") or (
         item.get("type", "message") == "message" and item.get("role") == "assistant"
     )
+
+
+def _last_text(outputs: list[Any]) -> Optional[str]:
+    if not outputs:
+        return None
+    last = outputs[-1]
+    if isinstance(last, list):  # content parts
+        return "".join(str(part.get("text", "")) for part in last if isinstance(part, dict))
+    return last if isinstance(last, str) else orjson.dumps(last).decode()
 
 
 def _tokens(value: Any) -> int:
@@ -232,9 +257,11 @@ class MockModel(BaseServer):
             items = [{"role": "user", "content": items}]
         task = decode_task_header(request.headers.get(TASK_HEADER))
         turn = count_assistant_turns(items, _is_responses_assistant_item)
+        tool_outputs = [item.get("output") for item in items
+                        if isinstance(item, dict) and item.get("type") == "function_call_output"]
         try:
             plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
-                             body.get("metadata") or {}, task, self.config.mode)
+                             body.get("metadata") or {}, task, self.config.mode, _last_text(tool_outputs))
         except MockRequestError as error:
             return _unprocessable(error)
         key = _digest([items, turn])
@@ -264,9 +291,11 @@ class MockModel(BaseServer):
         messages = body.get("messages") or []
         task = decode_task_header(request.headers.get(TASK_HEADER))
         turn = sum(1 for message in messages if isinstance(message, dict) and message.get("role") == "assistant")
+        tool_outputs = [message.get("content") for message in messages
+                        if isinstance(message, dict) and message.get("role") == "tool"]
         try:
             plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
-                             body.get("metadata") or {}, task, self.config.mode)
+                             body.get("metadata") or {}, task, self.config.mode, _last_text(tool_outputs))
         except MockRequestError as error:
             return _unprocessable(error)
         key = _digest([messages, turn])

@@ -1,0 +1,170 @@
+"""Sandboxes: gym-compose's broker and in-sandbox agent side by side with the way NeMo Gym 0.7's
+docker provider works (`docker run` to create, one `docker exec` CLI process per command), in one
+run, on the same sandbox image and machine.
+
+    .venv/bin/python bench/bench_sandboxes.py [--execs 200] [--leases 20] [--parallel 16]
+
+gym-compose (measured inside the python_sandbox server container, through gym_compose.sandbox and
+the broker, i.e. what a server pays):
+- lease from the warm pool and cold (p50/p95): `await AsyncSandbox().start(spec)`;
+- sandbox start (broker: container create .. agent ready, p50/p95);
+- exec round trip of `true` (p50/p95) with python_sandbox's shell (/bin/sh; `--shell` for the
+  baseline's, which should be the same: bash costs both sides several ms more per command);
+- sandboxes started per second: --parallel cold leases at once.
+NeMo Gym 0.7's way (from the host, as its provider runs in the server process there):
+- create: `docker run -d --init ... <keep-alive>`, then its start probe and shell detection
+  (`docker exec C sh -c 'printf docker-sandbox-ready'`, `docker exec C sh -c 'command -v bash'`);
+- exec: `docker exec C sh -c true` (NeMo's provider takes bash when the image has it unless
+  `exec_shell` is set; the same shell on both sides keeps the comparison about the transport);
+- starts per second: --parallel creates at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "gym_compose"]
+PROJECT = "gym-compose-bench-sandboxes"
+LABEL = "io.gym-compose.bench-baseline"
+TARGETS = {"exec_p50_ms": 10.0, "warm_lease_p50_ms": 50.0, "cold_start_p50_s": 1.0}
+
+
+def run(argv: list[str], timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def gym_compose(*args: str) -> subprocess.CompletedProcess:
+    result = run([*CLI, *args])
+    if result.returncode != 0:
+        sys.exit(f"`gym-compose {' '.join(args)}` failed:\n{result.stderr}")
+    return result
+
+
+def quantiles(values: list[float], scale: float = 1.0) -> tuple[float, float]:
+    ordered = sorted(values)
+    return (statistics.median(ordered) * scale, ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * scale)
+
+
+def ours(args) -> tuple[dict, str]:
+    gym_compose("up", "-d", "-p", PROJECT, "--head-port", str(args.head_port), "--resources-server", "python_sandbox")
+    try:
+        server = run(["docker", "compose", "-p", PROJECT, "ps", "-q", "python-sandbox"]).stdout.strip()
+        probe = run(["docker", "exec", "-i", server, "python", "-", str(args.execs), str(args.leases),
+                     str(args.parallel)], input=(REPO / "bench" / "sandbox_bench_probe.py").read_text())
+        if probe.returncode != 0:
+            sys.exit(f"the in-container probe failed:\n{probe.stderr}")
+        return json.loads(probe.stdout), sandbox_image()
+    finally:
+        run([*CLI, "down", "-p", PROJECT])
+
+
+def sandbox_image() -> str:
+    """The image the broker started the sandboxes from (its policy is in the rendered compose file)."""
+    import yaml
+
+    from gym_compose.stack.state import project_dir
+
+    compose = project_dir(PROJECT) / "compose.yaml"
+    broker = yaml.safe_load(compose.read_text())["services"]["sandbox-broker"]
+    policy = json.loads(broker["environment"]["GYM_COMPOSE_SANDBOX_POLICY"])
+    return policy["servers"]["python_sandbox"]["image"]
+
+
+def baseline(image: str, args) -> dict:
+    def create() -> tuple[float, str]:
+        name = f"bench-nemo-{uuid.uuid4().hex[:12]}"
+        began = time.perf_counter()
+        started = run(["docker", "run", "-d", "--name", name, "--label", f"{LABEL}=1", "--init", "--entrypoint",
+                       "/bin/sh", image, "-c", "while :; do sleep 2147483647; done"])
+        assert started.returncode == 0, started.stderr
+        probe = run(["docker", "exec", name, "sh", "-c", "printf docker-sandbox-ready"])
+        assert probe.stdout == "docker-sandbox-ready", probe.stderr
+        run(["docker", "exec", name, "sh", "-c", "command -v bash"])
+        return time.perf_counter() - began, name
+
+    def remove(name: str) -> None:
+        run(["docker", "rm", "-f", name])
+
+    try:
+        creates = []
+        for _ in range(args.leases):
+            seconds, name = create()
+            creates.append(seconds)
+            remove(name)
+        _, name = create()
+        execs = []
+        for _ in range(args.execs):
+            began = time.perf_counter()
+            done = run(["docker", "exec", name, args.shell, "-c", "true"])
+            execs.append(time.perf_counter() - began)
+            assert done.returncode == 0, done.stderr
+        remove(name)
+        began = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+            burst = list(pool.map(lambda _: create(), range(args.parallel)))
+        burst_s = time.perf_counter() - began
+        with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+            list(pool.map(remove, [name for _, name in burst]))
+        return {"create_s": creates, "exec_s": execs, "burst_n": args.parallel, "burst_s": burst_s}
+    finally:
+        leftover = run(["docker", "ps", "-aq", "--filter", f"label={LABEL}=1"]).stdout.split()
+        if leftover:
+            run(["docker", "rm", "-f", *leftover])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--execs", type=int, default=200)
+    parser.add_argument("--leases", type=int, default=20)
+    parser.add_argument("--parallel", type=int, default=16)
+    parser.add_argument("--head-port", type=int, default=11790)
+    parser.add_argument("--shell", default="sh", help="the baseline's exec shell (python_sandbox uses /bin/sh)")
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args()
+    gym_compose("build", "--resources-server", "python_sandbox")  # images are not part of the figures
+    mine, image = ours(args)
+    theirs = baseline(image, args)
+    rows = []
+
+    def row(name, value_ours, value_theirs, unit):
+        ratio = f"{value_theirs / value_ours:.1f}x" if value_ours and value_theirs else "-"
+        rows.append((name, f"{value_ours:.1f} {unit}" if value_ours is not None else "-",
+                     f"{value_theirs:.1f} {unit}" if value_theirs is not None else "-", ratio))
+
+    exec_ours, exec_theirs = quantiles(mine["exec_s"], 1000), quantiles(theirs["exec_s"], 1000)
+    warm = quantiles(mine["warm_lease_s"], 1000)
+    cold, create = quantiles(mine["cold_lease_s"], 1000), quantiles(theirs["create_s"], 1000)
+    row("exec round trip `true`, p50", exec_ours[0], exec_theirs[0], "ms")
+    row("exec round trip `true`, p95", exec_ours[1], exec_theirs[1], "ms")
+    row("lease from the warm pool, p50", warm[0], create[0], "ms")
+    row("lease from the warm pool, p95", warm[1], create[1], "ms")
+    row("cold lease / create, p50", cold[0], create[0], "ms")
+    row("cold lease / create, p95", cold[1], create[1], "ms")
+    broker = mine["broker"]
+    row("sandbox start (broker: create..agent ready), p50", broker["start_s_p50"] * 1000, None, "ms")
+    row("sandbox start (broker), p95", broker["start_s_p95"] * 1000, None, "ms")
+    per_s_ours, per_s_theirs = mine["burst_n"] / mine["burst_s"], theirs["burst_n"] / theirs["burst_s"]
+    rows.append((f"sandboxes started per second ({args.parallel} at once)", f"{per_s_ours:.2f}/s",
+                 f"{per_s_theirs:.2f}/s", f"{per_s_ours / per_s_theirs:.1f}x"))
+    widths = [max(len(r[i]) for r in rows + [("", "gym-compose", "NeMo Gym 0.7 way", "ratio")]) for i in range(4)]
+    print(f"sandbox image {image}; {args.execs} execs, {args.leases} leases each way, {args.parallel} at once")
+    for line in [("", "gym-compose", "NeMo Gym 0.7 way", "ratio"), *rows]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)))
+    print(f"targets: exec p50 < {TARGETS['exec_p50_ms']:.0f} ms: {exec_ours[0] < TARGETS['exec_p50_ms']}; "
+          f"warm lease p50 < {TARGETS['warm_lease_p50_ms']:.0f} ms: {warm[0] < TARGETS['warm_lease_p50_ms']}; "
+          f"cold start p50 < {TARGETS['cold_start_p50_s']:.0f} s: {broker['start_s_p50'] < TARGETS['cold_start_p50_s']}")
+    if args.json:
+        args.json.write_text(json.dumps({"gym_compose": mine, "nemo_gym_way": theirs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

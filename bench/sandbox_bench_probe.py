@@ -1,0 +1,72 @@
+"""Runs inside the python_sandbox server container (`docker exec -i C python - ARGS < this`) and
+measures sandboxes the way a server uses them: through gym_compose.sandbox and the broker.
+
+    python - N_EXEC N_LEASES N_PARALLEL   -> one JSON object on stdout
+"""
+
+import asyncio
+import json
+import os
+import sys
+import time
+import urllib.request
+
+from gym_compose.sandbox import AsyncSandbox, SandboxSpec
+from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
+from gym_compose.sandbox.tokens import SERVER_HEADER
+
+COLD = SandboxSpec(resources={"memory_mib": 255})  # differs from the declared sandbox: never from the warm pool
+
+
+def stats() -> dict:
+    request = urllib.request.Request(os.environ[BROKER_ENV] + "/v1/stats", headers={
+        "authorization": "Bearer " + open(os.environ[TOKEN_FILE_ENV]).read().strip(),
+        SERVER_HEADER: os.environ["NEMO_GYM_CONFIG_PATH"]})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+async def wait_warm(count: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while stats()["warm"] < count:
+        if time.monotonic() > deadline:
+            raise SystemExit("the warm pool did not refill")
+        await asyncio.sleep(0.1)
+
+
+async def timed_lease(spec: SandboxSpec) -> tuple[float, AsyncSandbox]:
+    sandbox = AsyncSandbox()
+    began = time.perf_counter()
+    await sandbox.start(spec)
+    return time.perf_counter() - began, sandbox
+
+
+async def main(n_exec: int, n_leases: int, n_parallel: int) -> dict:
+    warm_pool = stats()["warm"]
+    warm, cold = [], []
+    for _ in range(n_leases):
+        await wait_warm(warm_pool)
+        seconds, sandbox = await timed_lease(SandboxSpec())
+        warm.append(seconds)
+        await sandbox.stop()
+    for _ in range(n_leases):
+        seconds, sandbox = await timed_lease(COLD)
+        cold.append(seconds)
+        await sandbox.stop()
+    sandbox = await AsyncSandbox().start(SandboxSpec())
+    execs = []
+    for _ in range(n_exec):
+        began = time.perf_counter()
+        result = await sandbox.exec("true")
+        execs.append(time.perf_counter() - began)
+        assert result.return_code == 0, result
+    await sandbox.stop()
+    began = time.perf_counter()
+    burst = await asyncio.gather(*(timed_lease(COLD) for _ in range(n_parallel)))
+    burst_s = time.perf_counter() - began
+    await asyncio.gather(*(sandbox.stop() for _, sandbox in burst))
+    return {"warm_lease_s": warm, "cold_lease_s": cold, "exec_s": execs, "burst_n": n_parallel,
+            "burst_s": burst_s, "broker": stats()}
+
+
+print(json.dumps(asyncio.run(main(*(int(arg) for arg in sys.argv[1:4])))))

@@ -1,0 +1,56 @@
+"""`python -m gym_compose.sandbox.broker`: serve the project's sandbox broker.
+
+Environment: GYM_COMPOSE_SANDBOX_POLICY (the plan's BrokerSettings as JSON), the project secret in
+GYM_COMPOSE_SECRETS_DIR (default /run/secrets)/sandbox_broker_token, the Docker socket at
+GYM_COMPOSE_DOCKER_SOCKET (default /var/run/docker.sock), GYM_COMPOSE_BIND_HOST and
+GYM_COMPOSE_SANDBOX_BROKER_PORT (default 0.0.0.0:8000).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, LOG_LEVEL_ENV, SECRETS_DIR, SECRETS_DIR_ENV
+
+POLICY_ENV = "GYM_COMPOSE_SANDBOX_POLICY"
+PORT_ENV = "GYM_COMPOSE_SANDBOX_BROKER_PORT"
+BROKER_PORT = 8000
+
+
+def main() -> None:
+    logging.basicConfig(level=os.environ.get(LOG_LEVEL_ENV, "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from gym_compose.sandbox.broker.app import build_app
+    from gym_compose.sandbox.broker.engine import Engine
+    from gym_compose.sandbox.broker.pool import SandboxPool
+    from gym_compose.sandbox.policy import BrokerSettings
+    from gym_compose.sandbox.tokens import BROKER_SECRET
+    from gym_compose.server.web import ErrorBoundary, serve
+
+    try:
+        settings = BrokerSettings.model_validate_json(os.environ.get(POLICY_ENV) or "")
+    except ValidationError as error:
+        sys.exit(f"sandbox broker: {POLICY_ENV} is not a valid policy: {error}")
+    secret_file = Path(os.environ.get(SECRETS_DIR_ENV, SECRETS_DIR)) / BROKER_SECRET
+    try:
+        secret = secret_file.read_text().strip()
+    except OSError as error:
+        sys.exit(f"sandbox broker: cannot read the project secret {secret_file}: {error.strerror}")
+    if not secret:
+        sys.exit(f"sandbox broker: the project secret {secret_file} is empty")
+    engine = Engine()
+    if not os.access(engine.socket_path, os.R_OK | os.W_OK):
+        sys.exit(f"sandbox broker: no access to the Docker socket {engine.socket_path} "
+                 f"(uid {os.getuid()}, groups {os.getgroups()}); the compose file's group_add must name its group")
+    app = ErrorBoundary(build_app(SandboxPool(engine, settings), secret), "sandbox-broker")
+    serve(app, os.environ.get(BIND_HOST_ENV, BIND_ALL), int(os.environ.get(PORT_ENV, BROKER_PORT)),
+          log_level="info")
+
+
+if __name__ == "__main__":
+    main()

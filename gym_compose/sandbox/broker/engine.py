@@ -1,0 +1,121 @@
+"""The broker's door to the Docker Engine: the `docker` SDK's low-level client (run in threads)
+for container and image calls, and an asyncio attach stream per sandbox for its agent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, Callable, Optional, TypeVar
+
+T = TypeVar("T")
+SOCKET_ENV = "GYM_COMPOSE_DOCKER_SOCKET"
+DEFAULT_SOCKET = "/var/run/docker.sock"
+API_TIMEOUT_S = 120
+ATTACH_READ_LIMIT = 1 << 26
+
+
+class EngineError(RuntimeError):
+    """The Engine API refused or failed a call; the message is the engine's."""
+
+
+class NotFound(EngineError):
+    pass
+
+
+class Engine:
+    def __init__(self, socket_path: Optional[str] = None, workers: int = 8):
+        import docker  # only the broker image has the SDK
+
+        self.socket_path = socket_path or os.environ.get(SOCKET_ENV, DEFAULT_SOCKET)
+        self._docker = docker
+        self.api = docker.APIClient(base_url=f"unix://{self.socket_path}", version="auto", timeout=API_TIMEOUT_S)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="engine")
+
+    async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, partial(function, *args, **kwargs))
+        except self._docker.errors.NotFound as error:
+            raise NotFound(_explain(error)) from None
+        except self._docker.errors.APIError as error:
+            raise EngineError(_explain(error)) from None
+
+    async def info(self) -> dict[str, Any]:
+        return await self.call(self.api.info)
+
+    async def image_exists(self, image: str) -> bool:
+        try:
+            await self.call(self.api.inspect_image, image)
+        except NotFound:
+            return False
+        return True
+
+    async def network_exists(self, name: str) -> bool:
+        try:
+            await self.call(self.api.inspect_network, name)
+        except NotFound:
+            return False
+        return True
+
+    async def create(self, config: dict[str, Any], name: str) -> str:
+        created = await self.call(self.api.create_container_from_config, config, name)
+        return created["Id"]
+
+    async def start(self, container_id: str) -> None:
+        await self.call(self.api.start, container_id)
+
+    async def inspect(self, container_id: str) -> dict[str, Any]:
+        return await self.call(self.api.inspect_container, container_id)
+
+    async def remove(self, container_id: str) -> None:
+        try:
+            await self.call(self.api.remove_container, container_id, force=True, v=True)
+        except NotFound:
+            pass
+        except EngineError as error:
+            if "already in progress" not in str(error):
+                raise
+
+    async def containers(self, labels: list[str]) -> list[dict[str, Any]]:
+        return await self.call(self.api.containers, all=True, filters={"label": labels})
+
+    async def exec_run(self, container_id: str, argv: list[str], workdir: Optional[str],
+                       environment: dict[str, str]) -> tuple[int, bytes, bytes]:
+        """One Engine API exec (the fallback for sandboxes without Python): exit code, stdout, stderr."""
+
+        def run() -> tuple[int, bytes, bytes]:
+            created = self.api.exec_create(container_id, argv, workdir=workdir or None, environment=environment)
+            out, err = self.api.exec_start(created["Id"], demux=True)
+            code = self.api.exec_inspect(created["Id"]).get("ExitCode")
+            return (code if code is not None else 125), out or b"", err or b""
+
+        return await self.call(run)
+
+    async def attach(self, container_id: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Open the container's stdin/stdout/stderr (multiplexed, no TTY) as one raw stream."""
+        reader, writer = await asyncio.open_unix_connection(self.socket_path, limit=ATTACH_READ_LIMIT)
+        version = self.api.api_version
+        writer.write(
+            f"POST /v{version}/containers/{container_id}/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
+            "Host: docker\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: 0\r\n\r\n".encode()
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), API_TIMEOUT_S)
+        status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        if " 101 " not in status_line and " 200 " not in status_line:
+            writer.close()
+            raise EngineError(f"attach to {container_id[:12]} failed: {status_line}")
+        return reader, writer
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.api.close()
+
+
+def _explain(error: Exception) -> str:
+    explanation = getattr(error, "explanation", None)
+    if isinstance(explanation, bytes):
+        explanation = explanation.decode("utf-8", "replace")
+    return str(explanation or error)

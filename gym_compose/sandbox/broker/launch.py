@@ -1,0 +1,87 @@
+"""The Engine API body of a new sandbox container, as a pure function of the plan's policy.
+
+Whatever the request, the container is never privileged, mounts nothing from the host, drops
+every capability (but the plan's allow-listed `cap_add`), cannot gain privileges, has the plan's
+memory (no swap), cpu and pids limits, and joins only the plan's network for that server (or
+none). Its main process is the agent (gym_compose/sandbox/agent.py) under Docker's init.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from gym_compose.sandbox.channel_constants import NO_PYTHON_MARKER
+from gym_compose.sandbox.policy import (
+    ALLOWED_CAPABILITIES, PROJECT_LABEL, ROLE_LABEL, SANDBOX_LABEL, SERVER_LABEL, SandboxPolicy,
+)
+
+AGENT_SOURCE = (Path(__file__).resolve().parents[1] / "agent.py").read_text(encoding="utf-8")
+TMP_SIZE = "64m"
+# sh picks python3 (any 3.6+) for the agent; with none, a keep-alive loop and a marker on stderr
+# tell the broker to fall back to Engine API execs.
+LAUNCHER = (
+    'if command -v python3 >/dev/null 2>&1; then exec python3 -I -S -u -c "$1" "$2"; fi; '
+    f'echo "{NO_PYTHON_MARKER}" >&2; exec sh -c "while :; do sleep 3600; done"'
+)
+
+
+def container_name(project: str, server: str, suffix: str) -> str:
+    server_part = re.sub(r"[^a-zA-Z0-9_.-]+", "-", server).strip("-.") or "server"
+    return f"{project}-sbx-{server_part}-{suffix}"
+
+
+def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpus: float,
+                     memory_bytes: int | None = None, cpus: float | None = None) -> dict[str, Any]:
+    memory = min(memory_bytes or policy.memory_bytes, policy.memory_bytes)
+    cpu_limit = min(cpus or policy.cpus, policy.cpus, engine_cpus or policy.cpus)
+    tmpfs = {"/tmp": f"rw,nosuid,nodev,size={TMP_SIZE},mode=1777"}
+    if policy.read_only:
+        tmpfs[policy.workdir] = f"rw,nosuid,nodev,size={policy.workdir_size_bytes},mode=1777"
+    host_config: dict[str, Any] = {
+        "Init": True,
+        "Privileged": False,
+        "Memory": memory,
+        "MemorySwap": memory,
+        "NanoCpus": int(cpu_limit * 1e9),
+        "PidsLimit": policy.pids,
+        "CapDrop": ["ALL"],
+        "CapAdd": sorted(cap for cap in policy.cap_add if cap in ALLOWED_CAPABILITIES) or None,
+        "SecurityOpt": ["no-new-privileges:true"],
+        "ReadonlyRootfs": policy.read_only,
+        "Tmpfs": tmpfs,
+        "NetworkMode": policy.network_name if policy.network != "none" and policy.network_name else "none",
+        "RestartPolicy": {"Name": "no"},
+        "AutoRemove": False,
+        "Binds": None,
+        "Mounts": None,
+        "Devices": None,
+        # The agent's protocol runs over stdout: a log driver would write all of it to disk.
+        "LogConfig": {"Type": "none", "Config": {}},
+    }
+    labels = {
+        PROJECT_LABEL: project,
+        SANDBOX_LABEL: "1",
+        SERVER_LABEL: policy.server,
+        ROLE_LABEL: "sandbox",
+        f"{SANDBOX_LABEL}.image": image,
+        f"{SANDBOX_LABEL}.memory": policy.memory,
+    }
+    return {
+        "Image": image,
+        "Entrypoint": ["/bin/sh", "-c", LAUNCHER, "gym-sandbox-agent", AGENT_SOURCE, f"{policy.ttl_s:g}"],
+        "Cmd": None,
+        "Env": [f"{key}={value}" for key, value in policy.env.items()],
+        "WorkingDir": policy.workdir,
+        "User": policy.user or "",
+        "Hostname": "sandbox",
+        "OpenStdin": True,
+        "StdinOnce": True,  # the broker's attach closing closes stdin: the agent, and the sandbox, end
+        "AttachStdin": True,
+        "AttachStdout": True,
+        "AttachStderr": True,
+        "Tty": False,
+        "Labels": labels,
+        "HostConfig": host_config,
+    }

@@ -1,0 +1,479 @@
+"""Live sandboxes: leases, warm pools, the start throttle, the cap on live sandboxes, reaping.
+
+A lease takes a ready sandbox from its server's warm pool when the request asks for the declared
+image, else starts one (cold). A released sandbox is destroyed, never handed to anyone again.
+Starting is throttled (`max_starting` at once) and every sandbox from its start to its removal
+holds one of `max_live` slots; a lease waits for a slot (evicting idle warm sandboxes first) up
+to its ready timeout. A sandbox whose agent stream ends is dead: its reason (OOM-killed, exited,
+time-to-live) is kept so that later calls get it instead of a bare "not found".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import OrderedDict, deque
+from typing import Any, Optional
+
+from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
+from gym_compose.sandbox.broker.commands import agent_exec_request, command_timeout, exec_result, user_refusal
+from gym_compose.sandbox.broker.death import death_reason
+from gym_compose.sandbox.broker.engine import Engine, EngineError, NotFound
+from gym_compose.sandbox.broker.launch import container_config, container_name
+from gym_compose.sandbox.broker.sandboxes import (
+    BrokerError, Limits, NoCapacity, Refused, Sandbox, SandboxGone, StartFailed, UnknownSandbox, default_limits,
+)
+from gym_compose.sandbox.policy import (
+    PROJECT_LABEL, SANDBOX_LABEL, BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy, refusal,
+)
+
+LOG = logging.getLogger("gym_compose.sandbox.broker")
+AGENT_GRACE_S = 15.0  # beyond a command's own timeout, before the broker stops waiting for the agent
+REAP_INTERVAL_S = 5.0
+FALLBACK_POLL_S = 2.0
+TOMBSTONES = 10000
+LAUNCH_DRAIN_S = 60.0
+STATS_WINDOW = 1000
+
+
+class SandboxPool:
+    def __init__(self, engine: Engine, settings: BrokerSettings):
+        self.engine, self.settings = engine, settings
+        self.limits = Limits(max_live=1, max_starting=1)
+        self.engine_cpus = 0.0
+        self.sandboxes: dict[str, Sandbox] = {}
+        self.warm: dict[str, deque[Sandbox]] = {server: deque() for server in settings.servers}
+        self.tombstones: OrderedDict[str, str] = OrderedDict()
+        self.live = 0
+        self.peak_leased = 0
+        self.started_total = 0
+        self.leases = {"warm": 0, "cold": 0}
+        self.start_times: deque[float] = deque(maxlen=STATS_WINDOW)
+        self._capacity = asyncio.Condition()
+        self._start_slots = asyncio.Semaphore(1)
+        self._waiting_leases = 0
+        self._evicting = 0
+        self._tasks: set[asyncio.Task] = set()
+        self._launches: set[asyncio.Task] = set()
+        self._refilling: set[str] = set()
+        self.ready = False
+        self.closing = False
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        info = await self.engine.info()
+        self.engine_cpus = float(info.get("NCPU") or 1)
+        self.limits = default_limits(self.settings, int(info.get("NCPU") or 1), int(info.get("MemTotal") or 0))
+        self._start_slots = asyncio.Semaphore(self.limits.max_starting)
+        removed = await self.remove_leftovers()
+        if removed:
+            LOG.warning("removed %d sandboxes left by an earlier broker of project %s", removed, self.settings.project)
+        for server, policy in self.settings.servers.items():
+            if policy.network != "none" and policy.network_name and not await self.engine.network_exists(policy.network_name):
+                LOG.error("network %s for %s's sandboxes does not exist", policy.network_name, server)
+        LOG.info("sandbox broker of %s ready: max_live %d, max_starting %d, servers %s", self.settings.project,
+                 self.limits.max_live, self.limits.max_starting, ", ".join(self.settings.servers) or "-")
+        self.ready = True
+        self._spawn(self._reap_forever())
+        for server in self.settings.servers:
+            self._schedule_refill(server)
+
+    async def remove_leftovers(self) -> int:
+        found = await self.engine.containers([f"{PROJECT_LABEL}={self.settings.project}", SANDBOX_LABEL])
+        await asyncio.gather(*(self.engine.remove(c["Id"]) for c in found), return_exceptions=True)
+        return len(found)
+
+    async def close(self) -> None:
+        """Destroy every sandbox (SIGTERM of the broker, the end of the stack)."""
+        self.closing = True
+        if self._launches:  # let starts in flight end first (see _start)
+            await asyncio.wait(list(self._launches), timeout=LAUNCH_DRAIN_S)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*(self.destroy(s, "broker stopped") for s in list(self.sandboxes.values())),
+                             return_exceptions=True)
+        await self.remove_leftovers()
+
+    def _spawn(self, coroutine) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- leases ----------------------------------------------------------------------------------
+
+    async def lease(self, server: str, request: LeaseRequest) -> tuple[Sandbox, bool]:
+        """A sandbox for `server` (and whether it came warm from the pool)."""
+        policy = self._policy(server)
+        image = request.image or policy.image
+        reason = refusal(policy, request, image)
+        if reason:
+            raise Refused(reason)
+        wants_warm = image == policy.image and request.cpu is None and request.memory_mib is None
+        timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
+        deadline = time.monotonic() + timeout
+        sandbox, warm = None, False
+        self._waiting_leases += 1
+        try:
+            while sandbox is None:
+                if wants_warm:
+                    sandbox = self._take_warm(server)
+                    if sandbox is not None:
+                        warm = True
+                        break
+                if self._reserve_now():
+                    break
+                self._evict_for_waiters(keep=server if wants_warm else None)
+                await self._wait_for_change(deadline)
+        finally:
+            self._waiting_leases -= 1
+        if sandbox is None:
+            sandbox = await self._start(policy, image, deadline, cpus=request.cpu,
+                                        memory_bytes=request.memory_mib and request.memory_mib << 20)
+        sandbox.state = "leased"
+        sandbox.env = {**policy.env, **request.env}
+        sandbox.metadata = {**policy.metadata, **request.metadata}
+        sandbox.ttl_s = min(request.ttl_s or policy.ttl_s, policy.ttl_s)
+        sandbox.last_used = time.monotonic()
+        sandbox.workdir = request.workdir or policy.workdir
+        if request.workdir and request.workdir != policy.workdir:
+            made = await self.exec(sandbox, ExecRequest(command=f"mkdir -p -- '{request.workdir}'", cwd="/"))
+            if made["return_code"] != 0:
+                await self.destroy(sandbox, "work folder could not be made")
+                raise StartFailed(f"cannot make the work folder {request.workdir}: {made['stderr'].strip()}")
+        self.peak_leased = max(self.peak_leased, sum(1 for s in self.sandboxes.values() if s.state == "leased"))
+        self.leases["warm" if warm else "cold"] += 1
+        self._schedule_refill(server)
+        return sandbox, warm
+
+    def get(self, server: Optional[str], sandbox_id: str) -> Sandbox:
+        sandbox = self.sandboxes.get(sandbox_id)
+        if sandbox is not None and server is not None and sandbox.server != server:
+            raise Refused(f"sandbox {sandbox_id} belongs to {sandbox.server}, not {server}")
+        if sandbox_id in self.tombstones:  # dead, released or reaped, maybe still being removed
+            raise SandboxGone(self.tombstones[sandbox_id])
+        if sandbox is None or sandbox.state != "leased":
+            raise UnknownSandbox(f"no sandbox {sandbox_id!r} (released, or never leased)")
+        return sandbox
+
+    async def release(self, sandbox: Sandbox) -> None:
+        await self.destroy(sandbox, "released")
+
+    def list(self, server: Optional[str] = None) -> list[dict[str, Any]]:
+        return [s.describe() for s in self.sandboxes.values() if server is None or s.server == server]
+
+    def stats(self) -> dict[str, Any]:
+        states = [s.state for s in self.sandboxes.values()]
+        starts = sorted(self.start_times)
+        return {"live": self.live, "leased": states.count("leased"), "warm": states.count("warm"),
+                "starting": states.count("starting"), "peak_leased": self.peak_leased,
+                "started_total": self.started_total, "leases_warm": self.leases["warm"],
+                "leases_cold": self.leases["cold"], "start_s_p50": _quantile(starts, 0.5),
+                "start_s_p95": _quantile(starts, 0.95), "max_live": self.limits.max_live,
+                "max_starting": self.limits.max_starting}
+
+    def _policy(self, server: str) -> SandboxPolicy:
+        policy = self.settings.servers.get(server)
+        if policy is None:
+            raise Refused(f"{server} declared no sandboxes in the plan")
+        return policy
+
+    def _take_warm(self, server: str) -> Optional[Sandbox]:
+        pool = self.warm.get(server)
+        while pool:
+            sandbox = pool.popleft()
+            if sandbox.state == "warm" and not sandbox.channel.closed.is_set():
+                return sandbox
+        return None
+
+    # -- starting --------------------------------------------------------------------------------
+
+    def _reserve_now(self) -> bool:
+        """Take one of the max_live slots if one is free (no await: nothing can slip in between)."""
+        if self.live >= self.limits.max_live or self.closing:
+            return False
+        self.live += 1
+        return True
+
+    def _evict_for_waiters(self, keep: Optional[str]) -> None:
+        """Leases wait for slots held by idle warm sandboxes (of other servers, or any when the waiter
+        cannot use them): destroy one such sandbox per waiting lease."""
+        while self._evicting < self._waiting_leases:
+            candidates = [pool[0] for server, pool in self.warm.items() if pool and server != keep]
+            if not candidates:
+                return
+            victim = min(candidates, key=lambda s: s.started)
+            self.warm[victim.server].popleft()
+            self._evicting += 1
+            self._spawn(self._evict(victim))
+
+    async def _wait_for_change(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise NoCapacity(f"no sandbox slot came free within the ready timeout: {self.live} of max_live "
+                             f"{self.limits.max_live} are in use; release sandboxes sooner, lower the parallelism, "
+                             "or raise sandbox.gym_compose.max_live")
+        async with self._capacity:
+            try:
+                await asyncio.wait_for(self._capacity.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _changed(self) -> None:
+        """A slot came free or a warm sandbox is ready: waiting leases look again."""
+        async with self._capacity:
+            self._capacity.notify_all()
+
+    async def _evict(self, sandbox: Sandbox) -> None:
+        try:
+            await self.destroy(sandbox, "evicted from the warm pool")
+        finally:
+            self._evicting -= 1
+
+    async def _start(self, policy: SandboxPolicy, image: str, deadline: float,
+                     cpus: Optional[float] = None, memory_bytes: Optional[int] = None) -> Sandbox:
+        """Start a sandbox in a slot the caller reserved (given back if the start fails).
+
+        The start runs to its end even when the caller gives up: an engine call abandoned halfway
+        (a container removed while it starts) can leave the engine's network bookkeeping behind.
+        A sandbox whose caller went away is destroyed once it has started."""
+        name = container_name(self.settings.project, policy.server, secrets.token_hex(4))
+        sandbox = Sandbox(id=name, server=policy.server, image=image, policy=policy, workdir=policy.workdir)
+        self.sandboxes[name] = sandbox
+        launch = asyncio.get_running_loop().create_task(self._launch(sandbox, deadline, cpus, memory_bytes))
+        self._launches.add(launch)
+        launch.add_done_callback(self._launches.discard)
+        try:
+            return await asyncio.shield(launch)
+        except asyncio.CancelledError:
+            launch.add_done_callback(lambda task: task.cancelled() or task.exception() is not None
+                                     or self._spawn(self.destroy(sandbox, "given up by its caller")))
+            raise
+
+    async def _launch(self, sandbox: Sandbox, deadline: float, cpus: Optional[float],
+                      memory_bytes: Optional[int]) -> Sandbox:
+        policy, image, name = sandbox.policy, sandbox.image, sandbox.id
+        began = time.monotonic()
+        try:
+            try:
+                await asyncio.wait_for(self._start_slots.acquire(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise NoCapacity("sandbox starts are throttled and none began within the ready timeout") from None
+            began = time.monotonic()  # a start's time is the engine's and the agent's, not the throttle's queue
+            try:
+                config = container_config(self.settings.project, policy, image, self.engine_cpus, memory_bytes, cpus)
+                sandbox.container_id = await self.engine.create(config, name)
+                reader, writer = await self.engine.attach(sandbox.container_id)
+                channel = AgentChannel(reader, writer, name)
+                sandbox.channel = channel
+                await self.engine.start(sandbox.container_id)
+            finally:
+                self._start_slots.release()
+            try:
+                hello = await channel.wait_ready(max(1.0, deadline - time.monotonic()))
+                sandbox.uid = hello.get("uid")
+            except NoAgent:
+                LOG.warning("image %s has no python3: sandbox %s runs commands by Engine API exec", image, name)
+                await channel.aclose()
+                sandbox.channel = FallbackChannel(self.engine, sandbox.container_id, name)
+        except NotFound as error:
+            await self.destroy(sandbox, "could not start")
+            raise StartFailed(f"cannot start a sandbox of image {image!r}: {error}; build it first "
+                              "(gym-compose build builds the images a config declares)") from None
+        except (EngineError, ChannelClosed, asyncio.TimeoutError) as error:
+            detail = str(error) or type(error).__name__
+            tail = list(sandbox.channel.stderr_tail) if sandbox.channel is not None else []
+            await self.destroy(sandbox, "could not start")
+            raise StartFailed(f"sandbox of image {image!r} did not start: {detail}"
+                              + (f"; agent said: {tail[-1]}" if tail else "")) from None
+        except BaseException:
+            await self.destroy(sandbox, "could not start")
+            raise
+        sandbox.start_s = time.monotonic() - began
+        sandbox.started = sandbox.last_used = time.monotonic()
+        self.started_total += 1
+        self.start_times.append(sandbox.start_s)
+        self._spawn(self._watch(sandbox))
+        return sandbox
+
+    def _schedule_refill(self, server: str) -> None:
+        policy = self.settings.servers.get(server)
+        if policy is None or policy.warm_pool <= 0 or server in self._refilling or self.closing:
+            return
+        self._refilling.add(server)
+        self._spawn(self._refill(server))
+
+    async def _refill(self, server: str) -> None:
+        policy = self.settings.servers[server]
+        try:
+            while not self.closing and len(self.warm[server]) < policy.warm_pool:
+                # Leases come first: a refill takes a slot only when no lease waits for one.
+                if self._waiting_leases or not self._reserve_now():
+                    return  # a release or the reaper schedules the next refill
+                try:
+                    sandbox = await self._start(policy, policy.image, time.monotonic() + policy.ready_timeout_s)
+                except BrokerError as error:
+                    LOG.error("warm pool of %s: %s", server, error)
+                    await asyncio.sleep(REAP_INTERVAL_S)
+                    continue
+                sandbox.state = "warm"
+                self.warm[server].append(sandbox)
+                await self._changed()
+        finally:
+            self._refilling.discard(server)
+
+    # -- commands and files ----------------------------------------------------------------------
+
+    async def exec(self, sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
+        refused = user_refusal(sandbox, request)
+        if refused is not None:
+            return refused
+        timeout = command_timeout(sandbox, request)
+        answer = await self._call(sandbox, "exec", timeout + AGENT_GRACE_S if timeout else None,
+                                  **agent_exec_request(sandbox, request))
+        return exec_result(sandbox, request, answer)
+
+    async def write_file(self, sandbox: Sandbox, path: str, data: bytes, mode: Optional[int], chunk: int) -> int:
+        import base64
+
+        size = 0
+        for offset in range(0, max(len(data), 1), chunk):
+            answer = await self._call(sandbox, "write", 120.0, path=self._absolute(sandbox, path),
+                                      data=base64.b64encode(data[offset:offset + chunk]).decode(),
+                                      append=offset > 0, mode=mode)
+            if not answer.get("ok"):
+                raise Refused(f"cannot write {path}: {answer.get('error')}")
+            size = answer.get("size", 0)
+        return size
+
+    async def read_file(self, sandbox: Sandbox, path: str, chunk: int, limit: int) -> bytes:
+        import base64
+
+        parts, offset = [], 0
+        while True:
+            answer = await self._call(sandbox, "read", 120.0, path=self._absolute(sandbox, path), offset=offset,
+                                      length=chunk)
+            if not answer.get("ok"):
+                raise UnknownSandbox(f"cannot read {path}: {answer.get('error')}")
+            data = base64.b64decode(answer.get("data") or "")
+            parts.append(data)
+            offset += len(data)
+            if offset > limit:
+                raise Refused(f"{path} is larger than the download limit ({limit} bytes)")
+            if answer.get("eof") or not data:
+                return b"".join(parts)
+
+    @staticmethod
+    def _absolute(sandbox: Sandbox, path: str) -> str:
+        return path if path.startswith("/") else f"{sandbox.workdir.rstrip('/')}/{path}"
+
+    async def _call(self, sandbox: Sandbox, op: str, timeout: Optional[float], **fields: Any) -> dict[str, Any]:
+        sandbox.busy += 1
+        sandbox.last_used = time.monotonic()
+        try:
+            return await sandbox.channel.request(op, timeout, **fields)
+        except ChannelClosed:
+            raise SandboxGone(await self._mark_dead(sandbox)) from None
+        except asyncio.TimeoutError:
+            raise SandboxGone(await self._mark_dead(sandbox, "sandbox agent stopped answering")) from None
+        finally:
+            sandbox.busy -= 1
+            sandbox.last_used = time.monotonic()
+
+    # -- death, reaping, removal -----------------------------------------------------------------
+
+    async def _watch(self, sandbox: Sandbox) -> None:
+        channel = sandbox.channel
+        if isinstance(channel, FallbackChannel):
+            while sandbox.state != "removing":
+                await asyncio.sleep(FALLBACK_POLL_S)
+                try:
+                    running = (await self.engine.inspect(sandbox.container_id))["State"].get("Running")
+                except NotFound:
+                    running = False
+                if not running:
+                    channel.closed.set()
+                    break
+        await channel.closed.wait()
+        if sandbox.state != "removing":
+            await self._mark_dead(sandbox)
+
+    async def _mark_dead(self, sandbox: Sandbox, reason: Optional[str] = None) -> str:
+        """Bury a dead sandbox once (its watcher and a caller may notice at the same moment)."""
+        if sandbox.id in self.tombstones:
+            return self.tombstones[sandbox.id]
+        if sandbox.dying is None:
+            sandbox.dying = asyncio.get_running_loop().create_task(self._bury_dead(sandbox, reason))
+        return await asyncio.shield(sandbox.dying)
+
+    async def _bury_dead(self, sandbox: Sandbox, reason: Optional[str]) -> str:
+        reason = reason or await death_reason(self.engine, sandbox)
+        self._bury(sandbox.id, reason)
+        LOG.warning("sandbox %s of %s is dead: %s", sandbox.id, sandbox.server, reason)
+        pool = self.warm.get(sandbox.server)
+        if pool and sandbox in pool:
+            pool.remove(sandbox)
+        self._spawn(self.destroy(sandbox, reason))
+        return reason
+
+    def _bury(self, sandbox_id: str, reason: str) -> None:
+        self.tombstones[sandbox_id] = reason
+        while len(self.tombstones) > TOMBSTONES:
+            self.tombstones.popitem(last=False)
+
+    async def destroy(self, sandbox: Sandbox, reason: str) -> None:
+        if sandbox.state == "removing" or self.sandboxes.get(sandbox.id) is not sandbox:
+            return
+        sandbox.state = "removing"
+        self.tombstones.setdefault(sandbox.id, f"sandbox was {reason}" if reason in ("released",) else reason)
+        pool = self.warm.get(sandbox.server)
+        if pool and sandbox in pool:
+            pool.remove(sandbox)
+        try:
+            if sandbox.channel is not None:
+                await sandbox.channel.aclose()
+            if sandbox.container_id:
+                await self.engine.remove(sandbox.container_id)
+        except Exception:  # noqa: BLE001 - `down` removes what is left by label
+            LOG.exception("removing sandbox %s failed", sandbox.id)
+        finally:
+            self.sandboxes.pop(sandbox.id, None)
+            self.live -= 1
+            await self._changed()
+            if not self.closing:
+                self._schedule_refill(sandbox.server)
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REAP_INTERVAL_S)
+            try:
+                await self.reap()
+            except Exception:  # noqa: BLE001 - the reaper must keep running
+                LOG.exception("sandbox reaper failed")
+
+    async def reap(self) -> list[str]:
+        now = time.monotonic()
+        expired = []
+        for sandbox in list(self.sandboxes.values()):
+            if sandbox.state not in ("leased", "warm") or sandbox.busy:
+                continue
+            ttl = sandbox.ttl_s or sandbox.policy.ttl_s
+            if now - sandbox.started >= ttl:
+                expired.append((sandbox, f"sandbox reached its time-to-live ({ttl:g} s)"))
+            elif sandbox.state == "leased" and now - sandbox.last_used >= self.settings.idle_timeout_s:
+                expired.append((sandbox, f"sandbox was idle for {self.settings.idle_timeout_s:g} s and was reaped"))
+        for sandbox, reason in expired:
+            self._bury(sandbox.id, reason)
+            await self.destroy(sandbox, reason)
+        for server in self.settings.servers:
+            self._schedule_refill(server)
+        return [sandbox.id for sandbox, _ in expired]
+
+
+def _quantile(ordered: list[float], q: float) -> Optional[float]:
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 4)

@@ -1,0 +1,89 @@
+"""A sandbox as the broker tracks it, the broker's errors (each with its HTTP status), and the
+limits on live and starting sandboxes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from gym_compose.sandbox.policy import BrokerSettings, SandboxPolicy
+
+MEMORY_SHARE = 0.75  # of the engine's memory that sandbox limits may add up to
+SANDBOXES_PER_CORE = 16
+
+
+class BrokerError(Exception):
+    status = 500
+
+
+class Refused(BrokerError):
+    status = 403
+
+
+class UnknownSandbox(BrokerError):
+    status = 404
+
+
+class SandboxGone(BrokerError):
+    status = 410
+
+
+class NoCapacity(BrokerError):
+    status = 503
+
+
+class StartFailed(BrokerError):
+    status = 502
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_live: int
+    max_starting: int
+
+
+def default_limits(settings: BrokerSettings, cores: int, memory_total: int) -> Limits:
+    """Safe for a laptop: 16 sandboxes per core, and no more than the largest declared sandbox
+    fits into three quarters of the engine's memory; starts at once: twice the cores (4 or more;
+    the engine's own work per start is mostly waiting, measured in bench/bench_sandboxes.py)."""
+    largest = max((policy.memory_bytes for policy in settings.servers.values()), default=512 << 20)
+    by_memory = int(memory_total * MEMORY_SHARE // largest) if memory_total else SANDBOXES_PER_CORE
+    derived_live = max(1, min(SANDBOXES_PER_CORE * max(1, cores), by_memory))
+    return Limits(max_live=settings.max_live or derived_live,
+                  max_starting=settings.max_starting or max(4, 2 * cores))
+
+
+@dataclass(eq=False)
+class Sandbox:
+    id: str
+    server: str
+    image: str
+    policy: SandboxPolicy
+    container_id: str = ""
+    state: str = "starting"  # starting | warm | leased | removing
+    channel: Any = None
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    uid: Optional[int] = None
+    created_at: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.monotonic)
+    last_used: float = field(default_factory=time.monotonic)
+    ttl_s: float = 0.0
+    start_s: float = 0.0
+    busy: int = 0
+    dying: Optional[asyncio.Task] = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
+                "created_at": self.created_at, "age_s": round(time.monotonic() - self.started, 3),
+                "session": self.metadata.get("session"), "metadata": self.metadata, "workdir": self.workdir,
+                "memory": self.policy.memory}
+
+
+
+
+def oom_reason(policy: SandboxPolicy) -> str:
+    return f"sandbox OOM-killed (memory {policy.memory})"

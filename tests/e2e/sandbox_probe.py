@@ -1,0 +1,126 @@
+"""Run inside a server container that declared sandboxes (`docker exec -i C python - ARGS < this`):
+leases sandboxes through the real client API and prints one JSON object with what it saw.
+
+    python - isolation HOST_IP... | python - leases N | python - broker
+"""
+
+import asyncio
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+from gym_compose.sandbox import AsyncSandbox, SandboxSpec
+from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
+from gym_compose.sandbox.tokens import SERVER_HEADER
+
+CONNECT = """
+import socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+try:
+    socket.create_connection((host, port), timeout=3).close()
+    print("reached")
+except OSError as error:
+    print("refused:", type(error).__name__, error)
+"""
+
+
+async def reach(sandbox, host, port):
+    result = await sandbox.exec(f"python3 -c '{CONNECT}' {host} {port}", timeout_s=20)
+    return (result.stdout or "").strip() or result.stderr
+
+
+async def isolation(targets):
+    sandbox = await AsyncSandbox().start(SandboxSpec(metadata={"session": "probe"}))
+    try:
+        answers = await asyncio.gather(*(reach(sandbox, *target.rsplit(":", 1)) for target in targets))
+        report = {"targets": dict(zip(targets, answers))}
+        fork = await sandbox.exec(
+            "python3 -c \"\nimport os, time\nforked = 0\nfor _ in range(1000):\n    try:\n        pid = os.fork()\n"
+            "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
+            "    forked += 1\nprint(forked)\nos.killpg(0, 9)\n\"", timeout_s=60)
+        report["fork"] = {"return_code": fork.return_code, "stdout": fork.stdout, "error_type": fork.error_type}
+        report["after_fork"] = (await sandbox.exec("echo alive")).stdout
+        hog = await sandbox.exec("python3 -c 'x = bytearray(1 << 30); print(len(x))'", timeout_s=60)
+        report["hog"] = {"return_code": hog.return_code, "error_type": hog.error_type, "reason": hog.reason}
+        report["after_hog"] = (await sandbox.exec("echo alive")).stdout
+        slow = await sandbox.exec("sleep 30; echo never", timeout_s=1)
+        report["slow"] = {"return_code": slow.return_code, "error_type": slow.error_type, "stdout": slow.stdout}
+        report["after_slow"] = (await sandbox.exec("echo alive")).stdout
+        report["id"] = sandbox.sandbox_id
+        report["whoami"] = (await sandbox.exec("id -u; touch /etc/x 2>&1; echo hi > /work/f && cat /work/f")).stdout
+        # Make the kernel pick the agent itself when memory runs out: the sandbox dies of OOM.
+        death = await sandbox.exec("echo 1000 > /proc/$PPID/oom_score_adj; python3 -c 'x = bytearray(1 << 30)'",
+                                   timeout_s=60)
+        report["death"] = {"error_type": death.error_type, "reason": death.reason}
+        report["after_death"] = {"error_type": (await sandbox.exec("echo alive")).error_type,
+                                 "status": (await sandbox.status()).value}
+    finally:
+        await sandbox.stop()
+    return report
+
+
+async def leases(count):
+    sandboxes = [AsyncSandbox() for _ in range(count)]
+    started = await asyncio.gather(*(s.start(SandboxSpec(metadata={"session": f"p{i}"}))
+                                     for i, s in enumerate(sandboxes)), return_exceptions=True)
+    errors = [repr(e) for e in started if isinstance(e, BaseException)]
+    live = [s for s in sandboxes if s.sandbox_id]
+    outputs = await asyncio.gather(*(s.exec(f"echo {i}") for i, s in enumerate(live)))
+    stats = broker("GET", "/v1/stats")
+    await asyncio.gather(*(s.stop() for s in live))
+    return {"errors": errors, "ids": sorted({s.sandbox_id for s in live}),
+            "outputs": [o.stdout.strip() for o in outputs], "stats": stats}
+
+
+def broker(method, path, body=None, token=True, server=None):
+    url = os.environ[BROKER_ENV] + path
+    headers = {"content-type": "application/json"}
+    if token:
+        headers["authorization"] = "Bearer " + open(os.environ[TOKEN_FILE_ENV]).read().strip()
+        headers[SERVER_HEADER] = server or os.environ["NEMO_GYM_CONFIG_PATH"]
+    request = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
+                                     headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return {"status": response.status, "body": json.loads(response.read() or b"null")}
+    except urllib.error.HTTPError as error:
+        return {"status": error.code, "body": error.read().decode()}
+
+
+def refusals(foreign_image):
+    asks = {
+        "no_token": ("GET", "/v1/sandboxes", None, False),
+        "other_server": ("GET", "/v1/sandboxes", None, True, "policy_model"),
+        "foreign_image": ("POST", "/v1/sandboxes", {"image": foreign_image}),
+        "privileged": ("POST", "/v1/sandboxes", {"privileged": True}),
+        "bind_mount": ("POST", "/v1/sandboxes", {"provider_options": {"volumes": ["/:/host"]}}),
+        "mounts_field": ("POST", "/v1/sandboxes", {"mounts": [{"type": "bind", "source": "/", "target": "/h"}]}),
+        "foreign_network": ("POST", "/v1/sandboxes", {"network": "host"}),
+        "foreign_network_option": ("POST", "/v1/sandboxes", {"provider_options": {"network": "bridge"}}),
+    }
+    report = {}
+    for name, ask in asks.items():
+        method, path, body, *rest = ask
+        token = rest[0] if rest else True
+        server = rest[1] if len(rest) > 1 else None
+        answer = broker(method, path, body, token=token, server=server)
+        report[name] = {"status": answer["status"], "body": str(answer["body"])[:300]}
+    return report
+
+
+def main():
+    kind = sys.argv[1]
+    if kind == "isolation":
+        result = asyncio.run(isolation(sys.argv[2:]))
+    elif kind == "leases":
+        result = asyncio.run(leases(int(sys.argv[2])))
+    elif kind == "refusals":
+        result = refusals(sys.argv[2])
+    else:
+        raise SystemExit(f"unknown probe {kind}")
+    print(json.dumps(result))
+
+
+main()

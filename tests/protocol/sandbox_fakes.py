@@ -1,0 +1,132 @@
+"""A stand-in for the Docker engine for broker tests: each "container" is a local process running
+the real sandbox agent, and attach hands out its stdio in Docker's multiplexed framing. The
+broker's pool, channel, HTTP API and the client run unchanged on top of it."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import sys
+import uuid
+from typing import Any, Optional
+
+from gym_compose.sandbox.broker.engine import NotFound
+
+FRAME = struct.Struct(">BxxxI")
+
+
+class FakeEngine:
+    def __init__(self, cores: int = 2, memory: int = 8 << 30, images: Optional[set[str]] = None):
+        self.cores, self.memory = cores, memory
+        self.images = images  # None: every image exists
+        self.boxes: dict[str, dict[str, Any]] = {}
+        self.created: list[dict[str, Any]] = []
+        self.removed: list[str] = []
+
+    async def info(self) -> dict[str, Any]:
+        return {"NCPU": self.cores, "MemTotal": self.memory}
+
+    async def image_exists(self, image: str) -> bool:
+        return self.images is None or image in self.images
+
+    async def network_exists(self, name: str) -> bool:
+        return True
+
+    async def create(self, config: dict[str, Any], name: str) -> str:
+        if not await self.image_exists(config["Image"]):
+            raise NotFound(f"No such image: {config['Image']}")
+        container_id = uuid.uuid4().hex
+        self.boxes[container_id] = {"config": config, "name": name, "process": None, "oom": False,
+                                         "labels": config["Labels"]}
+        self.created.append(config)
+        return container_id
+
+    async def attach(self, container_id: str):
+        container = self._get(container_id)
+        config = container["config"]
+        source, ttl = config["Entrypoint"][4], config["Entrypoint"][5]
+        env = dict(item.split("=", 1) for item in config["Env"])
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-S", "-u", "-c", source, ttl, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=config["WorkingDir"], env=env,
+            start_new_session=True)
+        container["process"] = process
+        reader = asyncio.StreamReader(limit=1 << 26)
+
+        async def pump(stream, kind):
+            while True:
+                chunk = await stream.read(65536)
+                if not chunk:
+                    return
+                reader.feed_data(FRAME.pack(kind, len(chunk)) + chunk)
+
+        async def feed():
+            await asyncio.gather(pump(process.stdout, 1), pump(process.stderr, 2))
+            reader.feed_eof()
+
+        container["pump"] = asyncio.get_running_loop().create_task(feed())
+        return reader, process.stdin
+
+    async def start(self, container_id: str) -> None:
+        self._get(container_id)
+
+    async def inspect(self, container_id: str) -> dict[str, Any]:
+        container = self._get(container_id)
+        process = container["process"]
+        running = process is not None and process.returncode is None
+        return {"State": {"Running": running, "OOMKilled": container["oom"],
+                          "ExitCode": None if running else process.returncode if process else 0}}
+
+    async def remove(self, container_id: str) -> None:
+        container = self.boxes.pop(container_id, None)
+        if container is None:
+            return
+        self.removed.append(container["name"])
+        await _stop(container["process"])
+
+    async def containers(self, labels: list[str]) -> list[dict[str, Any]]:
+        def matches(container):
+            for label in labels:
+                key, _, value = label.partition("=")
+                if key not in container["labels"] or (value and container["labels"][key] != value):
+                    return False
+            return True
+
+        return [{"Id": cid} for cid, c in self.boxes.items() if matches(c)]
+
+    async def kill(self, name: str, oom: bool = False) -> None:
+        """Make a sandbox die as if the kernel killed it (OOM) or it exited."""
+        container = next(c for c in self.boxes.values() if c["name"] == name)
+        container["oom"] = oom
+        await _stop(container["process"])
+
+    def live_names(self) -> list[str]:
+        return sorted(c["name"] for c in self.boxes.values())
+
+    async def aclose(self) -> None:
+        for container_id in list(self.boxes):
+            await self.remove(container_id)
+
+    def _get(self, container_id: str) -> dict[str, Any]:
+        try:
+            return self.boxes[container_id]
+        except KeyError:
+            raise NotFound(f"No such container: {container_id}") from None
+
+
+async def _stop(process) -> None:
+    if process is None or process.returncode is not None:
+        return
+    process.kill()
+    await process.wait()
+
+
+def run_async(function):
+    """Run an `async def` test in its own event loop (the suite does not use an asyncio plugin)."""
+    import functools
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(asyncio.wait_for(function(*args, **kwargs), 120))
+
+    return wrapper

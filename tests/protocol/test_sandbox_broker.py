@@ -1,0 +1,245 @@
+"""The broker's pool and HTTP API on a fake engine whose "containers" run the real sandbox agent
+as local processes: leases, warm pools, the cap, eviction, deaths and their reasons, reaping."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from gym_compose.sandbox.broker.app import build_app
+from gym_compose.sandbox.broker.pool import SandboxPool
+from gym_compose.sandbox.broker.sandboxes import NoCapacity, Refused, SandboxGone
+from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
+from gym_compose.sandbox.tokens import SERVER_HEADER, server_token
+from sandbox_fakes import FakeEngine, run_async
+
+pytestmark = pytest.mark.protocol
+IMAGE = "gym-compose/sandbox:test"
+SECRET = "project-secret"
+
+
+def policy(tmp_path, server="coder", **fields) -> SandboxPolicy:
+    return SandboxPolicy(server=server, image=IMAGE, workdir=str(tmp_path), network="none",
+                         memory_bytes=256 << 20, **fields)
+
+
+async def opened(tmp_path, *policies, **settings) -> tuple[SandboxPool, FakeEngine]:
+    engine = FakeEngine()
+    pool = SandboxPool(engine, BrokerSettings(project="t", servers={p.server: p for p in policies}, **settings))
+    await pool.open()
+    return pool, engine
+
+
+async def until(condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@run_async
+async def test_lease_exec_and_release(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, env={"FROM_PLAN": "p"}))
+    try:
+        sandbox, warm = await pool.lease("coder", LeaseRequest(env={"FROM_LEASE": "l"}, metadata={"session": "s1"}))
+        assert not warm and sandbox.state == "leased" and sandbox.describe()["session"] == "s1"
+        result = await pool.exec(sandbox, ExecRequest(command="echo $FROM_PLAN $FROM_LEASE $FROM_EXEC; pwd; "
+                                                              "echo oops >&2; exit 3", env={"FROM_EXEC": "e"}))
+        assert result["return_code"] == 3 and result["error_type"] is None
+        assert result["stdout"] == f"p l e\n{tmp_path}\n" and result["stderr"] == "oops\n"
+        await pool.release(sandbox)
+        assert engine.live_names() == [] and pool.live == 0
+        with pytest.raises(SandboxGone, match="released"):
+            pool.get("coder", sandbox.id)
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_timeout_kills_the_command_and_the_sandbox_lives_on(tmp_path):
+    pool, _ = await opened(tmp_path, policy(tmp_path, timeout_s=0.5))
+    try:
+        sandbox, _ = await pool.lease("coder", LeaseRequest())
+        started = time.monotonic()
+        slow = await pool.exec(sandbox, ExecRequest(command="echo begun; sleep 30; echo never"))
+        assert time.monotonic() - started < 20
+        assert slow["error_type"] == "timeout" and slow["return_code"] == 124 and slow["stdout"] == "begun\n"
+        assert "timed out after 0.5 s" in slow["reason"]
+        assert (await pool.exec(sandbox, ExecRequest(command="echo alive")))["stdout"] == "alive\n"
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_output_is_capped_per_stream(tmp_path):
+    pool, _ = await opened(tmp_path, policy(tmp_path, max_output_bytes=1000))
+    try:
+        sandbox, _ = await pool.lease("coder", LeaseRequest())
+        result = await pool.exec(sandbox, ExecRequest(command="head -c 5000000 /dev/zero | tr '\\0' x"))
+        assert result["return_code"] == 0 and result["truncated"] and result["stdout"] == "x" * 1000
+        assert "output truncated to 1000 bytes" in result["stderr"]
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_warm_pool_serves_leases_and_refills(tmp_path):
+    pool, _ = await opened(tmp_path, policy(tmp_path, warm_pool=2))
+    try:
+        await until(lambda: len(pool.warm["coder"]) == 2, "the warm pool to fill")
+        first, warm = await pool.lease("coder", LeaseRequest())
+        assert warm
+        await until(lambda: len(pool.warm["coder"]) == 2, "the warm pool to refill")
+        other_image, warm = await pool.lease("coder", LeaseRequest(memory_mib=128))
+        assert not warm  # a request that differs from the declared sandbox starts its own
+        assert pool.stats()["leases_warm"] == 1 and pool.stats()["leases_cold"] == 1
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_cap_makes_a_lease_wait_for_a_release_and_fail_after_its_ready_timeout(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, ready_timeout_s=30), max_live=2)
+    try:
+        held = [(await pool.lease("coder", LeaseRequest()))[0] for _ in range(2)]
+        waiting = asyncio.ensure_future(pool.lease("coder", LeaseRequest()))
+        await asyncio.sleep(0.3)
+        assert not waiting.done() and len(engine.live_names()) == 2
+        await pool.release(held[0])
+        third, _ = await asyncio.wait_for(waiting, 30)
+        assert third.state == "leased" and len(engine.live_names()) == 2
+        with pytest.raises(NoCapacity, match="max_live 2"):
+            await pool.lease("coder", LeaseRequest(ready_timeout_s=0.3))
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_a_waiting_lease_evicts_another_servers_idle_warm_sandboxes(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, "warmer", warm_pool=2), policy(tmp_path, "coder"),
+                                max_live=2)
+    try:
+        await until(lambda: len(pool.warm["warmer"]) == 2, "the warm pool to fill")
+        sandbox, _ = await asyncio.wait_for(pool.lease("coder", LeaseRequest()), 30)
+        assert sandbox.server == "coder" and pool.live <= 2
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_a_dead_sandbox_is_reported_with_its_reason(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path))
+    try:
+        sandbox, _ = await pool.lease("coder", LeaseRequest())
+        await engine.kill(sandbox.id, oom=True)
+        with pytest.raises(SandboxGone, match=r"sandbox OOM-killed \(memory 256m\)"):
+            await pool.exec(sandbox, ExecRequest(command="true"))
+        await until(lambda: sandbox.id not in engine.live_names(), "the dead sandbox to be removed")
+        with pytest.raises(SandboxGone, match="OOM-killed"):
+            pool.get("coder", sandbox.id)
+        exited, _ = await pool.lease("coder", LeaseRequest())
+        await engine.kill(exited.id)
+        with pytest.raises(SandboxGone, match=r"sandbox exited \(exit code -9\)"):
+            await pool.exec(exited, ExecRequest(command="true"))
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_reaper_destroys_idle_and_expired_leases(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, ttl_s=3600), idle_timeout_s=0.2)
+    try:
+        idle, _ = await pool.lease("coder", LeaseRequest())
+        expiring, _ = await pool.lease("coder", LeaseRequest(ttl_s=0.2))
+        await asyncio.sleep(0.4)
+        reaped = await pool.reap()
+        assert sorted(reaped) == sorted([idle.id, expiring.id]) and engine.live_names() == []
+        with pytest.raises(SandboxGone, match="time-to-live"):
+            pool.get("coder", expiring.id)
+        with pytest.raises(SandboxGone, match="idle"):
+            pool.get("coder", idle.id)
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_plan_refusals(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, allowed_images=["swe/*"], cpus=1.0))
+    try:
+        with pytest.raises(Refused, match="not in the plan"):
+            await pool.lease("coder", LeaseRequest(image="python:3.12"))
+        with pytest.raises(Refused, match="exceeds the plan's limit"):
+            await pool.lease("coder", LeaseRequest(cpu=4))
+        with pytest.raises(Refused, match="volumes refused"):
+            await pool.lease("coder", LeaseRequest(provider_options={"volumes": ["/:/host"]}))
+        with pytest.raises(Refused, match="declared no sandboxes"):
+            await pool.lease("someone_else", LeaseRequest())
+        task_image, _ = await pool.lease("coder", LeaseRequest(image="swe/task-1"))
+        assert engine.created[-1]["Image"] == "swe/task-1"
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_close_removes_every_sandbox(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, warm_pool=1))
+    await pool.lease("coder", LeaseRequest())
+    await until(lambda: len(pool.warm["coder"]) == 1, "the warm pool to fill")
+    await pool.close()
+    assert engine.live_names() == [] and len(engine.removed) == 2
+
+
+@run_async
+async def test_http_api_authenticates_each_server_and_maps_errors(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path), policy(tmp_path, "other"))
+    app = build_app(pool, SECRET)
+    transport = httpx.ASGITransport(app=app)
+    coder = {"authorization": f"Bearer {server_token(SECRET, 'coder')}", SERVER_HEADER: "coder"}
+    other = {"authorization": f"Bearer {server_token(SECRET, 'other')}", SERVER_HEADER: "other"}
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
+            assert (await client.post("/v1/sandboxes", json={})).status_code == 401
+            impostor = {**coder, SERVER_HEADER: "other"}
+            assert (await client.post("/v1/sandboxes", json={}, headers=impostor)).status_code == 401
+            refused = await client.post("/v1/sandboxes", json={"privileged": True}, headers=coder)
+            assert refused.status_code == 422 and "privileged" in refused.text
+            leased = await client.post("/v1/sandboxes", json={"metadata": {"session": "abc"}}, headers=coder)
+            assert leased.status_code == 201, leased.text
+            sandbox_id = leased.json()["sandbox_id"]
+            ran = await client.post(f"/v1/sandboxes/{sandbox_id}/exec", json={"command": "echo hi"}, headers=coder)
+            assert ran.json()["stdout"] == "hi\n"
+            foreign = await client.post(f"/v1/sandboxes/{sandbox_id}/exec", json={"command": "id"}, headers=other)
+            assert foreign.status_code == 403
+            wrote = await client.put(f"/v1/sandboxes/{sandbox_id}/files", params={"path": "sub/f.bin"},
+                                     content=bytes(range(256)) * 40000, headers=coder)
+            assert wrote.json()["size"] == 256 * 40000
+            read = await client.get(f"/v1/sandboxes/{sandbox_id}/files", params={"path": "sub/f.bin"}, headers=coder)
+            assert read.content == bytes(range(256)) * 40000
+            admin = await client.get("/v1/sandboxes", headers={"authorization": f"Bearer {SECRET}"})
+            assert [s["session"] for s in admin.json()["sandboxes"]] == ["abc"]
+            assert (await client.get("/v1/sandboxes", headers=other)).json()["sandboxes"] == []
+            await engine.kill(sandbox_id, oom=True)
+            dead = await client.post(f"/v1/sandboxes/{sandbox_id}/exec", json={"command": "true"}, headers=coder)
+            assert dead.status_code == 410 and dead.json()["reason"] == "sandbox OOM-killed (memory 256m)"
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_code_that_garbles_the_agents_stream_kills_only_its_own_sandbox(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path))
+    try:
+        victim, _ = await pool.lease("coder", LeaseRequest())
+        bystander, _ = await pool.lease("coder", LeaseRequest())
+        # The command runs as the agent's user, so it can write to the agent's protocol stream (fd 3).
+        with pytest.raises(SandboxGone, match="garbled its agent's stream"):
+            await pool.exec(victim, ExecRequest(command="printf '\\177\\377\\377\\377x' > /proc/$PPID/fd/3"))
+        with pytest.raises(SandboxGone, match="garbled its agent's stream"):
+            pool.get("coder", victim.id)
+        assert (await pool.exec(bystander, ExecRequest(command="echo fine")))["stdout"] == "fine\n"
+    finally:
+        await pool.close()
