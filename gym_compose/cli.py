@@ -9,15 +9,15 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from gym_compose.cli_options import (
+    CONFIG_OPTIONS,
     DEFAULT_PROJECT,
     PROJECT_OPTION,
     STACK_COMMAND,
-    CONFIG_OPTIONS,
     with_collection,
     with_config,
     with_stack,
@@ -40,7 +40,7 @@ app.add_typer(sandbox_app, name="sandbox")
 
 DetachOpt = Annotated[bool, typer.Option("--detach", "-d", help="Return once every service is healthy; collect nothing.")]
 KeepOpt = Annotated[bool, typer.Option("--keep", help="After collecting, leave the stack running.")]
-SearchDirOpt = CONFIG_OPTIONS["search_dir"][0]
+SearchDirOpt: Any = CONFIG_OPTIONS["search_dir"][0]  # an Annotated[...] built at run time
 
 
 @app.command(context_settings=STACK_COMMAND)
@@ -267,8 +267,9 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):  # click turns a KeyboardInterrupt into Abort
         code = INTERRUPTED
     except _usage_error_types() as error:  # a usage error: one line, with typer's usage hint; exit 2
-        error.show()
-        sys.exit(error.exit_code)
+        usage_error: Any = error  # click's ClickException, from whichever click typer carries
+        usage_error.show()
+        sys.exit(usage_error.exit_code)
     if code == INTERRUPTED:  # typer 0.2x makes a KeyboardInterrupt exit 130: say which signal it was
         code = 128 + INTERRUPTED_BY["signal"]
     sys.exit(code if isinstance(code, int) else 0)

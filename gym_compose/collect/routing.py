@@ -103,7 +103,7 @@ def routing_table_from_config(config: dict[str, Any]) -> RoutingTable:
     for instance, body in config.items():
         if not isinstance(body, dict) or not isinstance(body.get(ENVIRONMENT_SERVER_TYPE), dict):
             continue
-        for implementation, spec in body[ENVIRONMENT_SERVER_TYPE].items():
+        for spec in body[ENVIRONMENT_SERVER_TYPE].values():
             if not isinstance(spec, dict):
                 continue
             servers[str(instance)] = EnvironmentServer(

@@ -157,7 +157,8 @@ def _directive(value: Any, path: str, where: str) -> tuple[list[str] | None, boo
                 source = _raw(value, directive)
                 del value[directive]
                 if not isinstance(source, str) or not source.strip():
-                    raise UserError(f"{path}.{directive}{where}: expected the dotted path of another key, got {source!r}")
+                    raise UserError(
+                        f"{path}.{directive}{where}: expected the dotted path of another key, got {source!r}")
                 return _split(source, path, where), keeps
     return None, False
 
@@ -171,7 +172,7 @@ def _split(source: str, path: str, where: str) -> list[str]:
 
 def _lookup(frozen: DictConfig, source_path: list[str], path: str, where: str) -> Any:
     node: Any = frozen
-    for depth, part in enumerate(source_path):
+    for part in source_path:
         if not isinstance(node, DictConfig) or not _has(node, part):
             siblings = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
             shown = ".".join(source_path)

@@ -207,7 +207,8 @@ def discover(roots: Iterable[Path]) -> list[Component]:
         found.setdefault((kind, selector), Component(kind, selector, path))
 
     for root in roots:
-        own_layout = [(config, config.parent.parent.name) for config in sorted(root.glob(f"{SERVER_IMAGES}/*/configs/*.yaml"))]
+        own_layout = [(config, config.parent.parent.name)
+                      for config in sorted(root.glob(f"{SERVER_IMAGES}/*/configs/*.yaml"))]
         own_layout += [(config, config.parent.name) for config in sorted(root.glob(f"{CONFIGS}/*/*.yaml"))]
         for config, name in own_layout:
             kind = _selected_kind(config, name)

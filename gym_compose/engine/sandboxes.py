@@ -14,11 +14,11 @@ from datetime import datetime, timezone
 from typing import Optional
 from urllib.parse import urlsplit
 
-from gym_compose.engine.docker_cli import run_docker, run_docker_attached
 from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR
-from gym_compose.sandbox_stack.plan import BROKER_PORT
+from gym_compose.engine.docker_cli import run_docker, run_docker_attached
 from gym_compose.sandbox.policy import SANDBOX_LABEL, SERVER_LABEL
 from gym_compose.sandbox.tokens import BROKER_SECRET
+from gym_compose.sandbox_stack.plan import BROKER_PORT
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 BROKER_STOP_GRACE_S = 10
@@ -62,7 +62,7 @@ def list_sandboxes(project: str) -> list[SandboxContainer]:
     details = {item["Id"]: item for item in json.loads(inspected.stdout or "[]")} if inspected.ok else {}
     found = []
     for row in rows:
-        item = next((value for key, value in details.items() if key.startswith(row["ID"])), {})
+        item: dict = next((value for key, value in details.items() if key.startswith(row["ID"])), {})
         labels = (item.get("Config") or {}).get("Labels") or {}
         found.append(SandboxContainer(
             name=row.get("Names", ""), container_id=row["ID"], server=labels.get(SERVER_LABEL, "?"),

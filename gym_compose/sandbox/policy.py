@@ -146,7 +146,8 @@ def refusal(policy: SandboxPolicy, request: LeaseRequest, image: str) -> Optiona
         return (f"provider_options {', '.join(forbidden)} refused: gym-compose sandboxes never get host mounts, "
                 "extra privileges, devices or other networks")
     if request.cpu is not None and request.cpu > policy.cpus:
-        return f"cpu {request.cpu} exceeds the plan's limit for {policy.server} ({policy.cpus}); raise sandbox_config cpus"
+        return (f"cpu {request.cpu} exceeds the plan's limit for {policy.server} ({policy.cpus}); "
+                "raise sandbox_config cpus")
     if request.memory_mib is not None and request.memory_mib << 20 > policy.memory_bytes:
         return (f"memory {request.memory_mib} MiB exceeds the plan's limit for {policy.server} ({policy.memory}); "
                 "raise sandbox_config memory")

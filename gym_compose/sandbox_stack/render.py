@@ -13,7 +13,7 @@ from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, PROJECT_LABEL, ROLE_LA
 from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
 from gym_compose.sandbox.policy import BrokerSettings
 from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
-from gym_compose.sandbox_stack.plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK, SandboxPlan
+from gym_compose.sandbox_stack.plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK
 
 if TYPE_CHECKING:
     from gym_compose.plan import Stack
@@ -26,7 +26,8 @@ SOCKET_TARGET = "/var/run/docker.sock"
 
 
 def broker_settings(stack: "Stack", images: dict[str, str]) -> BrokerSettings:
-    plan: SandboxPlan = stack.sandboxes
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
     servers = {}
     for server in plan.servers:
         image = images.get(server.image_key) or server.image or server.image_key
@@ -42,7 +43,8 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
 
     `server_spec` is a rendered server service to take the hardening defaults from; `socket` is
     (host socket path, its group id, whether the engine is rootless) from the engine."""
-    plan: SandboxPlan = stack.sandboxes
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
     labels = {PROJECT_LABEL: stack.project}
     networks = model.setdefault("networks", {})
     networks[CONTROL_NETWORK] = {"name": f"{stack.project}-{CONTROL_NETWORK}", "internal": True,
@@ -95,7 +97,8 @@ def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[st
 
 def write_secrets(stack: "Stack", out_dir: Path) -> None:
     """The project secret (reused when the folder already holds one) and each server's token."""
-    plan: SandboxPlan = stack.sandboxes
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
     folder = out_dir / "secrets"
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)

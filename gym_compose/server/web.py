@@ -118,7 +118,8 @@ class ErrorBoundary:
         except Exception as error:  # noqa: BLE001 - this is the last line of defence
             session = (scope.get("session") or {}).get("session_id") if isinstance(scope.get("session"), dict) else None
             LOG.exception(
-                "uncaught error in %s %s %s (session %s)", self.server_name, scope.get("method"), scope.get("path"), session
+                "uncaught error in %s %s %s (session %s)",
+                self.server_name, scope.get("method"), scope.get("path"), session,
             )
             if not started:
                 await _send_json(send, 500, server_error_body(error, self.server_name, scope.get("path")))

@@ -82,7 +82,7 @@ def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
 class ViewService:
     def __init__(self, folders: list[Path]):
         labels = _unique_labels(folders)
-        self.runs = [Run(folder, label) for folder, label in zip(folders, labels)]
+        self.runs = [Run(folder, label) for folder, label in zip(folders, labels, strict=True)]
         self._sent: dict[int, tuple[JsonlIndex, dict, int]] = {}
         self._manifests: dict[int, tuple[dict, dict]] = {}
         self._sent_lock = threading.Lock()  # the server's start-up thread indexes these too
@@ -107,7 +107,7 @@ class ViewService:
             "folder": str(run.folder),
             "live": run.live_metrics(),
             "metrics": [
-                {"agent": (entry.get("agent_ref") or {}).get("name") if isinstance(entry.get("agent_ref"), dict) else None,
+                {"agent": entry["agent_ref"].get("name") if isinstance(entry.get("agent_ref"), dict) else None,
                  "key_metrics": entry.get("key_metrics") or {},
                  "agent_metrics": entry.get("agent_metrics") or {}}
                 for entry in run.files.aggregate_metrics()
@@ -169,7 +169,8 @@ class ViewService:
         run = self.run(number)
         kind, position = rollout_id[:1], rollout_id[1:]
         if kind not in ("r", "f") or not position.isdigit():
-            raise LookupError(f"no rollout {rollout_id!r}: ids are r<n> (rollouts.jsonl) or f<n> (rollouts_failures.jsonl)")
+            raise LookupError(
+                f"no rollout {rollout_id!r}: ids are r<n> (rollouts.jsonl) or f<n> (rollouts_failures.jsonl)")
         index = run.rollouts if kind == "r" else run.failures
         position_n = int(position)
         if position_n >= len(index):
@@ -268,7 +269,8 @@ def select_tasks(tasks: list[Task], query: TaskQuery) -> list[Task]:
         selected = [t for t in selected if perfect(t) == (query.status == "perfect")]
     needle = query.search.lower().strip()
     if needle:
-        selected = [t for t in selected if needle in _search_text({"task": t.index, "agent": t.agent, "prompt": t.prompt, "note": t.note})]
+        selected = [t for t in selected
+                    if needle in _search_text({"task": t.index, "agent": t.agent, "prompt": t.prompt, "note": t.note})]
     key = {
         "task": lambda t: (sortable(t.index), t.agent),
         "agent": lambda t: (t.agent, sortable(t.index)),

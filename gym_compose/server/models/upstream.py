@@ -188,7 +188,8 @@ class UpstreamClient:
     def _give_up_reason(self, attempts: int, wait: float, deadline: float, asked: bool) -> Optional[str]:
         settings = self.settings
         if attempts > settings.max_retries:
-            return f"gave up after {attempts} attempt{'s' if attempts > 1 else ''} (max_retries: {settings.max_retries})"
+            plural = "s" if attempts > 1 else ""
+            return f"gave up after {attempts} attempt{plural} (max_retries: {settings.max_retries})"
         remaining = deadline - time.monotonic()
         if wait >= remaining:
             what = f"it asked to retry after {wait:.1f} s" if asked else f"the next retry would start in {wait:.1f} s"

@@ -29,8 +29,15 @@ from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.openai_model import upstream_error_response
 from gym_compose.server.models.upstream import UpstreamCallConfig, UpstreamClient, UpstreamError
 from gym_compose.server.models.vllm_conversion import (
-    ROUTED_EXPERTS, TOKEN_FIELDS, Unconvertible, chat_to_response, parse_think, responses_to_chat, token_metadata,
-    with_chat_defaults, wrap_think,
+    ROUTED_EXPERTS,
+    TOKEN_FIELDS,
+    Unconvertible,
+    chat_to_response,
+    parse_think,
+    responses_to_chat,
+    token_metadata,
+    with_chat_defaults,
+    wrap_think,
 )
 from gym_compose.server.sessions import SESSION_ID_KEY
 from gym_compose.server.web import json_response, read_json_object
