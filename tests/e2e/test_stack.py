@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 
@@ -40,7 +41,7 @@ def labelled(kind: str, project: str) -> list[str]:
 
 @pytest.fixture
 def project(request) -> str:
-    name = f"gce2e-{request.node.name.replace('_', '-')[:30].lower()}"
+    name = f"{PROJECT_PREFIX}-{request.node.name.replace('_', '-')[:30].lower()}"
     yield name
     subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 
@@ -176,7 +177,7 @@ def test_attached_up_reports_a_container_that_dies(project, tmp_path):
 
 
 def test_down_all_reaps_every_labelled_project(tmp_path):
-    projects = ["gce2e-reap-a", "gce2e-reap-b"]
+    projects = [f"{PROJECT_PREFIX}-reap-a", f"{PROJECT_PREFIX}-reap-b"]
     try:
         for name in projects:
             up = gym_compose("up", "-d", "-p", name, "--head-port", str(free_port()),
