@@ -204,6 +204,10 @@ class LocalProcesses:
         if engines:
             raise UserError(f"the local-process target runs no inference engine images: {', '.join(engines)}",
                             hint="use the compose target, or point the model at an endpoint that is up")
+        if stack.sandboxes is not None:  # its sandbox_backend is None: nothing here would isolate them
+            leasing = ", ".join(server.instance for server in stack.sandboxes.servers)
+            raise UserError(f"the local-process target runs no sandboxes, which {leasing} lease",
+                            hint="use the compose target (its sandbox broker starts them through the engine)")
         log_dir.mkdir(parents=True, exist_ok=True)
         secrets_dir = None
         if stack.secrets:
