@@ -17,8 +17,8 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from gym_compose.contract import HEAD_PORT, PROJECT_ENV
 from gym_compose.config.request import ConfigRequest
+from gym_compose.contract import HEAD_PORT, PROJECT_ENV
 from gym_compose.errors import UserError
 
 STACK_COMMAND = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -103,7 +103,8 @@ def _inject(target: str, options: dict[str, tuple[Any, Any]], build: Callable[..
 
         positional = [p for p in [*context, *kept] if p.kind is not inspect.Parameter.KEYWORD_ONLY]
         keyword = [p for p in kept if p.kind is inspect.Parameter.KEYWORD_ONLY]
-        command.__signature__ = signature.replace(parameters=[*positional, *keyword, *added])
+        command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*positional, *keyword, *added])
         command.__annotations__ = {
             **{k: v for k, v in getattr(func, "__annotations__", {}).items() if k != target},
             **({"ctx": typer.Context} if context else {}),
