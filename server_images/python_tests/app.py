@@ -17,14 +17,16 @@ rollout instead of scoring it: that is not the program's doing.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 import secrets
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from fastapi import Request
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig, BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer,
@@ -35,13 +37,17 @@ from nemo_gym.sandbox.config import resolve_provider_config
 from nemo_gym.server_utils import SESSION_ID_KEY
 
 HARNESS = Path(__file__).resolve().with_name("harness.py").read_text(encoding="utf-8")
+OUTER_MARGIN_S = 60.0  # two interpreter start-ups on a busy machine, on top of the program's own limit
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 
 class PythonTestsConfig(BaseResourcesServerConfig):
     sandbox_provider: Union[str, dict, None] = None
     sandbox_config: dict[str, Any] = Field(default_factory=dict)
-    test_timeout_s: float = 15.0
+    test_timeout_s: float = 15.0  # the program's time: loading it and every test call (not interpreter start-up)
+    # test runs at once (each a sandbox with two Python processes); more wait their turn, so that
+    # contention does not eat into the programs' time limits. Default: twice the server's CPUs.
+    max_concurrent_tests: int = 0
 
 
 class PythonTestsVerifyRequest(BaseVerifyRequest):
@@ -90,7 +96,7 @@ def program_for(prompt: str, code: str, entry_point: str) -> str:
 def verdict_of(result: Any, limit_s: float) -> tuple[str, str]:
     """(outcome, reason) from the harness's exec result."""
     if result.error_type == "timeout":
-        return "timeout", f"the program ran past its time limit of {limit_s:g} s and was stopped"
+        return "timeout", f"the test run ran past {limit_s:g} s and was stopped"
     if result.error_type == "oom":
         return "oom", result.reason or "the program was killed by the sandbox's memory limit"
     if result.error_type == "sandbox":
@@ -101,7 +107,7 @@ def verdict_of(result: Any, limit_s: float) -> tuple[str, str]:
     lines = [line for line in (result.stdout or "").splitlines() if line.strip()]
     try:
         verdict = json.loads(lines[-1])
-        return ("passed" if verdict["passed"] else "failed"), str(verdict["reason"])
+        return verdict.get("outcome") or ("passed" if verdict["passed"] else "failed"), str(verdict["reason"])
     except (IndexError, ValueError, KeyError, TypeError):
         return "no_verdict", (f"the test harness gave no verdict (exit code {result.return_code}): "
                               "the program took it down")
@@ -109,6 +115,7 @@ def verdict_of(result: Any, limit_s: float) -> tuple[str, str]:
 
 class PythonTestsServer(SimpleResourcesServer):
     config: PythonTestsConfig
+    _turns: Optional[asyncio.Semaphore] = PrivateAttr(default=None)
 
     def _new_sandbox(self) -> AsyncSandbox:
         if not self.config.sandbox_provider:
@@ -116,7 +123,13 @@ class PythonTestsServer(SimpleResourcesServer):
         return AsyncSandbox(create_provider(resolve_provider_config(self.config.sandbox_provider,
                                                                     get_global_config_dict())))
 
-    async def run_in_sandbox(self, job: dict[str, str], session: str) -> tuple[str, str]:
+    async def run_in_sandbox(self, job: dict[str, Any], session: str) -> tuple[str, str]:
+        if self._turns is None:
+            self._turns = asyncio.Semaphore(self.config.max_concurrent_tests or 2 * (os.cpu_count() or 1))
+        async with self._turns:
+            return await self._run_in_sandbox(job, session)
+
+    async def _run_in_sandbox(self, job: dict[str, Any], session: str) -> tuple[str, str]:
         sandbox = self._new_sandbox()
         try:
             await sandbox.start(SandboxSpec(metadata={"session": session}))
@@ -126,9 +139,10 @@ class PythonTestsServer(SimpleResourcesServer):
             name = secrets.token_hex(8)  # the job file's name is not guessable before it is gone
             await sandbox.write_file("harness.py", HARNESS)
             await sandbox.write_file(f"job-{name}.json", json.dumps(job))
-            limit = self.config.test_timeout_s
-            result = await sandbox.exec(f"python3 -I harness.py job-{name}.json", timeout_s=limit)
-            return verdict_of(result, limit)
+            # the harness keeps the program's time limit itself; this one stops a harness that hangs
+            outer = self.config.test_timeout_s + OUTER_MARGIN_S
+            result = await sandbox.exec(f"python3 -I harness.py job-{name}.json", timeout_s=outer)
+            return verdict_of(result, outer)
         finally:
             await sandbox.stop()
 
@@ -139,7 +153,8 @@ class PythonTestsServer(SimpleResourcesServer):
             outcome, reason = "no_code", "the answer holds no program"
         else:
             program = program_for(body.prompt, code, body.entry_point)
-            job = {"prompt": body.prompt, "program": program, "test": body.test, "entry_point": body.entry_point}
+            job = {"prompt": body.prompt, "program": program, "test": body.test, "entry_point": body.entry_point,
+                   "time_limit_s": self.config.test_timeout_s}
             outcome, reason = await self.run_in_sandbox(job, request.session[SESSION_ID_KEY])
         passed = outcome == "passed"
         return PythonTestsVerifyResponse(**body.model_dump(), reward=float(passed), outcome=outcome, reason=reason,

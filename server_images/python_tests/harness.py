@@ -2,7 +2,9 @@
 task's hidden tests and prints one JSON verdict line: {"passed": bool, "reason": str}.
 
 Standard library only (it runs on the sandbox image's Python). Usage: `python3 -I harness.py JOB`,
-where JOB is a JSON file {"prompt", "program", "test", "entry_point"}.
+where JOB is a JSON file {"prompt", "program", "test", "entry_point", "time_limit_s"}. The time
+limit covers loading the program and every test call, not the interpreters' start-up; a program
+past it is stopped and the verdict says so ("outcome": "timeout").
 
 Two processes, so that the candidate never holds the tests:
 - this process (the judge) reads JOB and deletes it before any candidate code runs, makes itself
@@ -18,10 +20,12 @@ with anything it forked. The sandbox bounds time, memory, processes and network.
 import builtins
 import ctypes
 import json
+import linecache
 import os
 import signal
 import subprocess
 import sys
+import traceback
 
 CANDIDATE = r'''
 import json, os, sys
@@ -39,11 +43,12 @@ def reply(message):
 
 
 def described(error):
-    return {"error": f"{type(error).__name__}: {error}", "type": type(error).__name__}
+    return {"error": f"{type(error).__name__}: {error}", "type": type(error).__name__, "message": str(error)}
 
 
 request = json.loads(channel_in.readline())
 exec(request["codec"], globals())
+reply({"started": True})  # the judge's clock starts here: interpreter start-up is not the program's time
 namespace = {"__name__": "__candidate__"}
 try:
     exec(compile(request["program"], "<candidate>", "exec"), namespace)
@@ -95,6 +100,14 @@ class CandidateError(Exception):
     """The candidate raised, returned something that cannot cross, or its process ended."""
 
 
+class OutOfTime(BaseException):
+    """The program's time limit passed (SIGALRM); a BaseException, so no test's `except` swallows it."""
+
+
+def out_of_time(signum, frame):
+    raise OutOfTime()
+
+
 def make_non_dumpable() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
@@ -103,12 +116,19 @@ def make_non_dumpable() -> None:
 
 
 class Candidate:
-    def __init__(self, program: str, entry_point: str):
+    def __init__(self, program: str, entry_point: str, time_limit_s: float):
         self.process = subprocess.Popen([sys.executable, "-I", "-c", CANDIDATE], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                         start_new_session=True)
-        self._send({"codec": CODEC, "program": program, "entry_point": entry_point})
-        self._answer()
+        try:
+            self._send({"codec": CODEC, "program": program, "entry_point": entry_point})
+            self._answer()  # started
+            signal.signal(signal.SIGALRM, out_of_time)
+            signal.setitimer(signal.ITIMER_REAL, time_limit_s)  # loading the program and every test call
+            self._answer()  # loaded
+        except BaseException:
+            self.close()
+            raise
 
     def _send(self, message: dict) -> None:
         try:
@@ -117,7 +137,7 @@ class Candidate:
         except (BrokenPipeError, OSError):
             pass  # the reading side tells why
 
-    def _answer(self):
+    def _answer(self, from_a_call: bool = False):
         line = self.process.stdout.readline()
         if not line:
             self.process.wait()
@@ -130,8 +150,10 @@ class Candidate:
             raise CandidateError("the candidate's process broke the call protocol") from None
         if "error" in answer:
             kind = getattr(builtins, str(answer.get("type")), None)
-            if isinstance(kind, type) and issubclass(kind, Exception) and kind is not AssertionError:
-                raise kind(answer["error"])  # a test may expect the candidate to raise ValueError etc.
+            if from_a_call and isinstance(kind, type) and issubclass(kind, Exception) and kind is not AssertionError:
+                raised = kind(answer.get("message", ""))  # a test may expect the candidate to raise ValueError etc.
+                raised.from_candidate = True
+                raise raised
             raise CandidateError(f"the candidate raised {answer['error']}")
         return answer
 
@@ -141,9 +163,10 @@ class Candidate:
         except TypeError as error:
             raise CandidateError(f"the tests passed an argument that cannot cross: {error}") from None
         self._send(payload)
-        return decode(self._answer()["value"])
+        return decode(self._answer(from_a_call=True)["value"])
 
     def close(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         try:
             os.killpg(self.process.pid, signal.SIGKILL)  # the candidate and whatever it forked
         except (ProcessLookupError, PermissionError):
@@ -151,27 +174,43 @@ class Candidate:
         self.process.wait()
 
 
+def failed_line(error: BaseException) -> str:
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == "<tests>"]
+    return (frames[-1].line or "").strip()[:300] if frames else "an assertion"
+
+
 def judge(job: dict) -> dict:
+    limit = float(job.get("time_limit_s", 10))
+    try:
+        return run_tests(job, limit)
+    except OutOfTime:
+        return {"passed": False, "outcome": "timeout",
+                "reason": f"the program ran past its time limit of {limit:g} s and was stopped"}
+
+
+def run_tests(job: dict, limit: float) -> dict:
     tests: dict = {"__name__": "__tests__"}
+    lines = job["test"].splitlines(keepends=True)
+    linecache.cache["<tests>"] = (len(job["test"]), None, lines, "<tests>")  # a failed assert's line, in the reason
     exec(compile(job["prompt"], "<prompt>", "exec"), tests)
     exec(compile(job["test"], "<tests>", "exec"), tests)
     if "check" not in tests:
         return {"passed": False, "reason": "the task's tests define no check(candidate) function"}
+    candidate = None
     try:
-        candidate = Candidate(job["program"], job["entry_point"])
+        candidate = Candidate(job["program"], job["entry_point"], limit)
     except CandidateError as error:
         return {"passed": False, "reason": f"the program did not load: {error}"}
-    except Exception as error:
-        return {"passed": False, "reason": f"the program did not load: the candidate raised {type(error).__name__}: {error}"}
     tests[job["entry_point"]] = candidate  # as in HumanEval's own harness, where a test may call it by name
     try:
         tests["check"](candidate)
     except AssertionError as error:
-        return {"passed": False, "reason": "a test failed" + (f": {error}" if str(error) else "")}
+        return {"passed": False, "reason": "a test failed: " + (str(error) or failed_line(error))}
     except CandidateError as error:
         return {"passed": False, "reason": str(error)}
     except Exception as error:
-        return {"passed": False, "reason": f"a test failed: {type(error).__name__}: {error}"}
+        who = "the candidate raised" if getattr(error, "from_candidate", False) else "a test failed:"
+        return {"passed": False, "reason": f"{who} {type(error).__name__}: {error}"}
     finally:
         candidate.close()
     return {"passed": True, "reason": "every test passed"}
