@@ -108,6 +108,19 @@ def out_of_time(signum, frame):
     raise OutOfTime()
 
 
+def oom_kills() -> int:
+    """The sandbox's count of processes the out-of-memory killer took (cgroup v2 or v1); 0 unknown."""
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path) as events:
+                for line in events:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
 def make_non_dumpable() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
@@ -117,6 +130,7 @@ def make_non_dumpable() -> None:
 
 class Candidate:
     def __init__(self, program: str, entry_point: str, time_limit_s: float):
+        self.oom_kills_before = oom_kills()
         self.process = subprocess.Popen([sys.executable, "-I", "-c", CANDIDATE], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                         start_new_session=True)
@@ -143,6 +157,8 @@ class Candidate:
             self.process.wait()
             code = self.process.returncode
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            if code == -signal.SIGKILL and oom_kills() > self.oom_kills_before:
+                how = "was killed by the out-of-memory killer (the sandbox's memory limit)"
             raise CandidateError(f"the candidate's process {how}")
         try:
             answer = json.loads(line)

@@ -187,6 +187,7 @@ def test_hostile_candidates_score_zero_with_the_reason_and_the_stack_keeps_servi
     for name, (outcome, words) in REASONS.items():
         assert hostile[name]["outcome"] == outcome and words in hostile[name]["reason"], (name, hostile[name]["reason"])
     assert hostile["eats memory"]["outcome"] in ("oom", "failed"), hostile["eats memory"]["reason"]
+    assert "killed" in hostile["eats memory"]["reason"], hostile["eats memory"]["reason"]
     honest = [row for row in rollouts if "hostile" not in (row["responses_create_params"].get("metadata") or {})]
     assert [row["reward"] for row in honest] == [1.0] * 3
     ps = gym_compose("ps", "-p", stack.project, cwd=REPO)
