@@ -168,7 +168,7 @@ class Candidate:
             kind = getattr(builtins, str(answer.get("type")), None)
             if from_a_call and isinstance(kind, type) and issubclass(kind, Exception) and kind is not AssertionError:
                 raised = kind(answer.get("message", ""))  # a test may expect the candidate to raise ValueError etc.
-                raised.from_candidate = True
+                raised.from_candidate = answer["error"]
                 raise raised
             raise CandidateError(f"the candidate raised {answer['error']}")
         return answer
@@ -225,8 +225,9 @@ def run_tests(job: dict, limit: float) -> dict:
     except CandidateError as error:
         return {"passed": False, "reason": str(error)}
     except Exception as error:
-        who = "the candidate raised" if getattr(error, "from_candidate", False) else "a test failed:"
-        return {"passed": False, "reason": f"{who} {type(error).__name__}: {error}"}
+        if getattr(error, "from_candidate", None):
+            return {"passed": False, "reason": f"the candidate raised {error.from_candidate}"}
+        return {"passed": False, "reason": f"a test failed: {type(error).__name__}: {error}"}
     finally:
         candidate.close()
     return {"passed": True, "reason": "every test passed"}
