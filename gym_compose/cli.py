@@ -222,6 +222,20 @@ def eval_run(
     raise typer.Exit(run_collection(StackArgs(request, stack), collection, serve=not no_serve, keep=keep))
 
 
+@eval_app.command("compare")
+def eval_compare(
+    run_a: Annotated[Path, typer.Argument(help="The first run folder (A).")],
+    run_b: Annotated[Path, typer.Argument(help="The second run folder (B).")],
+    json_output: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    max_tasks: Annotated[int, typer.Option("--max-tasks", min=1, help="Flipped tasks to list.")] = 50,
+) -> None:
+    """Compare two runs: each agent's key metrics side by side with deltas, and the tasks that
+    flipped between passing and failing (a task passes when its mean reward is at least 0.5)."""
+    from gym_compose.run_compare import compare_command
+
+    compare_command(run_a, run_b, json_output=json_output, max_tasks=max_tasks)
+
+
 @eval_app.command("prepare", context_settings=STACK_COMMAND)
 @with_config
 def eval_prepare(request) -> None:
