@@ -124,24 +124,21 @@ class PythonTestsServer(SimpleResourcesServer):
                                                                     get_global_config_dict())))
 
     async def run_in_sandbox(self, job: dict[str, Any], session: str) -> tuple[str, str]:
-        if self._turns is None:
-            self._turns = asyncio.Semaphore(self.config.max_concurrent_tests or 2 * (os.cpu_count() or 1))
-        async with self._turns:
-            return await self._run_in_sandbox(job, session)
-
-    async def _run_in_sandbox(self, job: dict[str, Any], session: str) -> tuple[str, str]:
         sandbox = self._new_sandbox()
         try:
             await sandbox.start(SandboxSpec(metadata={"session": session}))
         except Exception as error:
             raise SandboxFailure(f"no sandbox could be leased: {error}") from error
         try:
-            name = secrets.token_hex(8)  # the job file's name is not guessable before it is gone
-            await sandbox.write_file("harness.py", HARNESS)
-            await sandbox.write_file(f"job-{name}.json", json.dumps(job))
-            # the harness keeps the program's time limit itself; this one stops a harness that hangs
-            outer = self.config.test_timeout_s + OUTER_MARGIN_S
-            result = await sandbox.exec(f"python3 -I harness.py job-{name}.json", timeout_s=outer)
+            if self._turns is None:
+                self._turns = asyncio.Semaphore(self.config.max_concurrent_tests or 2 * (os.cpu_count() or 1))
+            async with self._turns:  # leases overlap; the runs themselves take turns
+                name = secrets.token_hex(8)  # the job file's name is not guessable before it is gone
+                await sandbox.write_file("harness.py", HARNESS)
+                await sandbox.write_file(f"job-{name}.json", json.dumps(job))
+                # the harness keeps the program's time limit itself; this one stops a harness that hangs
+                outer = self.config.test_timeout_s + OUTER_MARGIN_S
+                result = await sandbox.exec(f"python3 -I harness.py job-{name}.json", timeout_s=outer)
             return verdict_of(result, outer)
         finally:
             await sandbox.stop()
