@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from gym_compose import __version__
 from gym_compose.collect import read_progress
@@ -83,8 +84,12 @@ class PlannedRun:
     collector_args: list[str]
 
 
-def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool) -> int:
+def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool,
+                   pinned_images: dict[str, str] | None = None, rerun_of: Path | None = None,
+                   check_images: Callable[[dict[str, str]], None] | None = None) -> int:
     """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`.
+    `pinned_images` (key -> image id) are used as they are instead of built, and `check_images`
+    sees the images before anything starts (`eval rerun`).
 
     Every row and option is checked, and the run folder's writer lock and the project's collector
     looked at, before a folder is made or a container starts; a start that fails removes the run
@@ -99,25 +104,28 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     refuse_second_collector(ComposeProject(stack.project))
     run_dir, created = _claim_run_dir(collection, planned.name)
     started_at = datetime.now(timezone.utc)
+    record = _run_record(loaded.data, planned, collection, run_dir, rerun_of)
     outcome: CollectorOutcome | None = None
     images: dict[str, str] = {}
     project: ComposeProject | None = None
     try:
         collector = _write_run_inputs(run_dir, planned, collection)
-        images, project = build_and_render(stack, project_dir(stack.project), collector)
+        images, project = build_and_render(stack, project_dir(stack.project), collector, pinned_images)
+        if check_images is not None:
+            check_images(images)
         if serve:
             start_servers(stack, project)
         outcome = CollectorOutcome(1)  # from here on the run folder is the run's, whatever happens
         outcome = _run_collector(project, run_dir, stack_service_names(stack))
     except BaseException:
         if outcome is not None and project is not None:  # before `down` forgets the compose file
-            _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
+            _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code, record)
         if serve and not keep and project is not None:
             down_quietly(project)
         if outcome is None and created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
+    _write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code, record)
     _print_summary(run_dir)
     print(f"results: {run_dir}")
     if serve and not keep:
@@ -374,8 +382,26 @@ class ProgressDisplay:
             self.last_line = ""
 
 
+def _run_record(data: dict, planned: PlannedRun, collection: CollectionArgs, run_dir: Path,
+                rerun_of: Path | None) -> dict:
+    """The manifest's provenance (models, sampling, row hashes, versions, secrets' sources) and the
+    collection as a rerun repeats it; the rows are hashed once the run folder holds them."""
+    from gym_compose.engine.engine_info import engine_versions
+    from gym_compose.run_provenance import collection_record
+
+    passthrough = list(collection.collector_args)
+    repeats = next((planned.collector_args[i + 1] for i, arg in enumerate(planned.collector_args[:-1])
+                    if arg == "--num-repeats"), None)
+    return {"collection": collection_record(passthrough, int(repeats) if repeats else None,
+                                            collection.prompt_config is not None),
+            "engine": engine_versions(), "datasets": [d.path for d in planned.datasets],
+            "rerun_of": str(rerun_of.resolve()) if rerun_of else None}
+
+
 def _write_manifest(run_dir: Path, data: dict, compose_file: Path, images: dict[str, str],
-                    started_at: datetime, exit_code: int) -> None:
+                    started_at: datetime, exit_code: int, record: dict | None = None) -> None:
+    from gym_compose.run_provenance import provenance
+
     shutil.copyfile(compose_file, run_dir / "compose.yaml")
     digests = {}
     for service, tag in sorted(images.items()):
@@ -393,6 +419,12 @@ def _write_manifest(run_dir: Path, data: dict, compose_file: Path, images: dict[
         "compose_file": "compose.yaml",
         "resolved_config": redact(data),
     }
+    if record is not None:
+        manifest["collection"] = record["collection"]
+        manifest["provenance"] = provenance(data, record["collection"]["collector_args"], run_dir / INPUT_FILE,
+                                            record["datasets"], record["engine"])
+        if record["rerun_of"]:
+            manifest["rerun_of"] = record["rerun_of"]
     (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
 
 

@@ -134,6 +134,12 @@ def provenance(data: dict[str, Any], collector_args: list[str], rows_file: Path 
             "input": {"file": rows_file.name, **file_digest(rows_file)} if rows_file and rows_file.is_file() else None,
             "datasets": [{"file": str(path), **file_digest(path)} for path in dataset_files if path.is_file()],
         },
-        "collector_args": kept_args,
         "secrets": secret_sources(data),
     }
+
+
+def collection_record(collector_args: list[str], num_repeats: int | None, prompt_config: bool) -> dict[str, Any]:
+    """How the collector was asked to run, as a rerun repeats it: the options passed through (the
+    rows come from the run folder's input.jsonl)."""
+    return {"input": "input.jsonl", "collector_args": list(collector_args), "num_repeats": num_repeats,
+            "prompt_config": "prompt_config.yaml" if prompt_config else None}

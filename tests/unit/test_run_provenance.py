@@ -45,7 +45,7 @@ def test_row_files_are_hashed_and_counted(tmp_path):
     rows.write_bytes(b'{"a": 1}\n\n{"a": 2}\n')
     assert file_digest(rows) == {"sha256": hashlib.sha256(rows.read_bytes()).hexdigest(), "rows": 2, "bytes": 19}
     recorded = provenance(CONFIG, ["--limit", "2", "--resume", "--host-lease"], rows, [rows], {"engine": "x"})
-    assert recorded["collector_args"] == ["--limit", "2"]
+    assert recorded["sampling"] == {"options": {}, "rows": {}}
     assert recorded["rows"]["input"]["rows"] == 2 and recorded["rows"]["datasets"][0]["file"] == str(rows)
     assert recorded["gym_compose"]["version"] and "commit" in recorded["gym_compose"]
 
