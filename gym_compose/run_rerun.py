@@ -50,12 +50,16 @@ def split_overrides(overrides: list[str], manifest: dict[str, Any]) -> tuple[dic
 
 
 def pin_images(manifest: dict[str, Any], rebuild: bool, ask: bool) -> tuple[dict[str, str], dict[str, str]]:
-    """(pinned: key -> recorded image id that exists here, to_rebuild: key -> recorded tag)."""
+    """(pinned: key -> the recorded image, by its tag while the tag still names the recorded id, else
+    by id; to_rebuild: key -> recorded tag, for images gone from this engine)."""
     from gym_compose.engine.image_build import inspect_image
 
     pinned, missing = {}, {}
     for key, (tag, image_id) in recorded_images(manifest).items():
-        if image_id and inspect_image(image_id) is not None:
+        tagged = inspect_image(tag) if tag else None
+        if tagged is not None and image_id and tagged.get("Id") == image_id:
+            pinned[key] = tag  # the tag still names that very image: keep it (a rebuilt server's base hash uses it)
+        elif image_id and inspect_image(image_id) is not None:
             pinned[key] = image_id
         elif tag:
             missing[key] = (tag, image_id)
