@@ -21,6 +21,7 @@ from gym_compose.errors import UserError
 from gym_compose.view.run_model import prompt_of
 
 PASS_THRESHOLD = 0.5
+LABEL_KEYS = ("id", "task_id", "instance_id", "question", "seed")  # what a person knows a task by, in order
 KEY_PREFIXES = ("mean/reward", "pass@", "majority@")
 
 
@@ -62,6 +63,14 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def task_label(row: dict[str, Any]) -> str | None:
+    """The row's own id (`id`, `task_id`, ...) or question, else its last user message."""
+    for key in LABEL_KEYS:
+        if row.get(key) not in (None, ""):
+            return f"{key}={row[key]}"
+    return prompt_of(row)
+
+
 def task_key(row: dict[str, Any]) -> str:
     """A row as sent, without the collector's bookkeeping: the same task in any run of the same rows."""
     kept = {key: value for key, value in row.items() if not key.startswith("_ng_")}
@@ -86,11 +95,11 @@ def load_run(path: Path) -> RunResults:
     for row in inputs:
         agent = agent_of(row)
         key = keys.setdefault((agent, row.get(TASK_INDEX)), task_key(row))
-        tasks.setdefault(key, TaskResult(agent, row.get(TASK_INDEX), prompt_of(row)))
+        tasks.setdefault(key, TaskResult(agent, row.get(TASK_INDEX), task_label(row)))
     for row in rollouts:
         agent = agent_of(row)
         key = keys.get((agent, row.get(TASK_INDEX))) or f"{agent}#{row.get(TASK_INDEX)}"
-        task = tasks.setdefault(key, TaskResult(agent, row.get(TASK_INDEX), prompt_of(row)))
+        task = tasks.setdefault(key, TaskResult(agent, row.get(TASK_INDEX), task_label(row)))
         if isinstance(row.get("reward"), (int, float)):
             task.rewards.append(float(row["reward"]))
     metrics_file = path / "rollouts_aggregate_metrics.json"
@@ -158,7 +167,7 @@ def report(comparison: Comparison, max_tasks: int = 50) -> str:
     for old, new in comparison.flipped[:max_tasks]:
         direction = "pass -> fail" if old.passed else "fail -> pass"
         lines.append(f"  {direction}  {old.agent} task {old.index}: mean reward {_number(old.mean)} -> "
-                     f"{_number(new.mean)}  {(old.prompt or '')[:80]!r}")
+                     f"{_number(new.mean)}  {(old.prompt or '')[:70]}")
     if len(comparison.flipped) > max_tasks:
         lines.append(f"  ... and {len(comparison.flipped) - max_tasks} more (--max-tasks)")
     return "\n".join(lines)

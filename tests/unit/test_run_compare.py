@@ -45,7 +45,7 @@ def test_flips_are_found_by_row_whatever_the_task_numbering(tmp_path):
                   order=["3+3", "4+4", "2+2", "1+1"])
     comparison = compare(load_run(a), load_run(b))
     flipped = {old.prompt: (old.mean, new.mean) for old, new in comparison.flipped}
-    assert flipped == {"1+1": (1.0, 0.0), "3+3": (0.0, 1.0)}  # 2+2 passes in both (mean 0.5)
+    assert flipped == {"question=1+1": (1.0, 0.0), "question=3+3": (0.0, 1.0)}  # 2+2 passes in both (mean 0.5)
     assert (comparison.common, comparison.only_a, comparison.only_b) == (3, 0, 1)
     mean = next(r for r in comparison.rows if r[1] == "mean/reward")
     assert mean[2] == pytest.approx(0.5) and mean[3] == pytest.approx(5 / 8)
