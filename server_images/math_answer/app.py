@@ -18,11 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from pydantic import Field, PrivateAttr
-
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig, BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer,
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
 )
+from pydantic import Field, PrivateAttr
 
 CHECKER = Path(__file__).resolve().with_name("answer_check.py")
 

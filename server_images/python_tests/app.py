@@ -26,15 +26,17 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from fastapi import Request
-from pydantic import Field, PrivateAttr
-
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig, BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer,
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
 )
 from nemo_gym.global_config import get_global_config_dict
 from nemo_gym.sandbox import AsyncSandbox, SandboxSpec, create_provider
 from nemo_gym.sandbox.config import resolve_provider_config
 from nemo_gym.server_utils import SESSION_ID_KEY
+from pydantic import Field, PrivateAttr
 
 HARNESS = Path(__file__).resolve().with_name("harness.py").read_text(encoding="utf-8")
 OUTER_MARGIN_S = 60.0  # two interpreter start-ups on a busy machine, on top of the program's own limit

@@ -93,7 +93,9 @@ def decode(value):
     return value
 '''
 
-exec(CODEC)
+_codec: dict = {}
+exec(CODEC, _codec)  # the same functions as the candidate's side, which gets CODEC as source
+encode, decode = _codec["encode"], _codec["decode"]
 
 
 class CandidateError(Exception):

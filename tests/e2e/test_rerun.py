@@ -40,7 +40,8 @@ def new_run(results: Path, before: set[Path]) -> Path:
 
 def rollouts(run_dir: Path) -> dict[tuple, tuple]:
     rows = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
-    return {(row["_ng_task_index"], row["_ng_rollout_index"]): (row["reward"], row["response"]["output"]) for row in rows}
+    return {(row["_ng_task_index"], row["_ng_rollout_index"]): (row["reward"], row["response"]["output"])
+            for row in rows}
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +128,9 @@ def test_a_rerun_asks_for_the_secrets_the_manifest_masks(original):
     mock = manifest["resolved_config"]["policy_model"]["responses_api_models"]["mock_model"]
     mock["required_api_key"] = "****"  # as a run against a keyed model records it
     manifest["resolved_config"]["policy_api_key"] = "****"
-    manifest["provenance"]["secrets"] = {"policy_api_key": "policy_api_key",
-                                         "policy_model.responses_api_models.mock_model.required_api_key": "policy_api_key"}
+    manifest["provenance"]["secrets"] = {
+        "policy_api_key": "policy_api_key",
+        "policy_model.responses_api_models.mock_model.required_api_key": "policy_api_key"}
     (copy / "manifest.json").write_text(json.dumps(manifest))
     refused, made = rerun(copy)
     assert refused.returncode == 2 and made is None

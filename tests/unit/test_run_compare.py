@@ -26,7 +26,8 @@ def write_run(folder: Path, rewards: dict[str, list[float]], order=None) -> Path
             rollouts.append({**row(question, task, rollout), "reward": reward})
     (folder / "rollouts_materialized_inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in inputs))
     (folder / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reversed(rollouts)))
-    (folder / "rollouts_aggregate_metrics.json").write_text(json.dumps(aggregate_metrics(rollouts, inputs, repeated=True)))
+    metrics = aggregate_metrics(rollouts, inputs, repeated=True)
+    (folder / "rollouts_aggregate_metrics.json").write_text(json.dumps(metrics))
     return folder
 
 
@@ -35,7 +36,8 @@ def test_a_run_against_itself_has_no_delta_and_no_flip(tmp_path):
     comparison = compare(load_run(run), load_run(run))
     assert comparison.flipped == [] and comparison.common == 3
     assert all(a == b for _, _, a, b in comparison.rows)
-    assert {name for _, name, _, _ in comparison.rows} >= {"mean/reward", "pass@2/accuracy", "pass@1[avg-of-2]/accuracy"}
+    names = {name for _, name, _, _ in comparison.rows}
+    assert names >= {"mean/reward", "pass@2/accuracy", "pass@1[avg-of-2]/accuracy"}
     assert "0 flipped" in report(comparison)
 
 

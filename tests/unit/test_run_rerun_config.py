@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from gym_compose.config.redact import redact
 from gym_compose.errors import UserError
 from gym_compose.run_provenance import secret_sources
-from gym_compose.config.redact import redact
 from gym_compose.run_rerun_config import read_manifest, rerun_config
 
 CONFIG = {
@@ -22,7 +22,8 @@ def test_the_model_key_fills_every_place_it_went_and_config_paths_go(tmp_path):
     config = rerun_config(MANIFEST, {"policy_api_key": "sk-again", "tools.resources_servers.search.hf_token": "hf-x"},
                           tmp_path)
     assert config["policy_model"]["responses_api_models"]["openai_model"]["openai_api_key"] == "sk-again"
-    assert config["policy_api_key"] == "sk-again" and config["tools"]["resources_servers"]["search"]["hf_token"] == "hf-x"
+    assert config["policy_api_key"] == "sk-again"
+    assert config["tools"]["resources_servers"]["search"]["hf_token"] == "hf-x"
     assert "config_paths" not in config and MANIFEST["resolved_config"]["policy_api_key"] == "****"
 
 
@@ -37,7 +38,8 @@ def test_a_missing_secret_is_named_with_how_to_give_it(tmp_path):
     with pytest.raises(UserError) as caught:
         rerun_config(MANIFEST, {}, tmp_path)
     message = str(caught.value) + str(caught.value.hint)
-    assert "policy_model.responses_api_models.openai_model.openai_api_key (the run took it from policy_api_key)" in message
+    path = "policy_model.responses_api_models.openai_model.openai_api_key"
+    assert f"{path} (the run took it from policy_api_key)" in message
     assert "tools.resources_servers.search.hf_token" in message and "--model-api-key KEY" in message
 
 

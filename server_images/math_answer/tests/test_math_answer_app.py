@@ -30,7 +30,8 @@ def check(app_module):
 
 def test_extraction_prefers_the_last_boxed_answer_then_the_last_number(check):
     assert check.extract_answer(r"first \boxed{1}, then $\boxed{\frac{a}{b+{c}}}$.") == (r"\frac{a}{b+{c}}", "boxed")
-    assert check.extract_answer("She sells 9 eggs for $2 each, so she makes $1,018.50 a day.") == ("1018.50", "last_number")
+    text = "She sells 9 eggs for $2 each, so she makes $1,018.50 a day."
+    assert check.extract_answer(text) == ("1018.50", "last_number")
     assert check.extract_answer("#### 3/4") == ("3/4", "last_number")
     assert check.extract_answer(r"no answer \boxed{unclosed") == (None, None)
     assert check.extract_answer("I do not know.") == (None, None)

@@ -62,7 +62,8 @@ def test_the_reference_solution_passes_and_the_job_file_is_gone_before_it_runs(t
     ("def has_close_elements(numbers, threshold)\n", "the program did not load: the candidate raised SyntaxError"),
     ("def has_close_elements(numbers, threshold):\n    return object()\n",
      "the candidate raised TypeError: a value of type object cannot cross to the tests"),
-    ("import os\ndef has_close_elements(numbers, threshold):\n    return [n for n in os.listdir('.') if n.endswith('.json')]\n",
+    ("import os\ndef has_close_elements(numbers, threshold):\n"
+     "    return [n for n in os.listdir('.') if n.endswith('.json')]\n",
      "a test failed"),  # no job file left to find: a list, never the expected bool
     ("import os\nos._exit(3)\n", "the program did not load: the candidate's process exited with code 3"),
 ])
@@ -74,7 +75,8 @@ def test_a_wrong_or_broken_program_fails_with_the_reason(tmp_path, program, reas
 @pytest.mark.parametrize("program", [
     "def has_close_elements(numbers, threshold):\n    while True:\n        pass\n",
     "while True:\n    pass\n",  # at load time
-    "def has_close_elements(numbers, threshold):\n    try:\n        while True:\n            pass\n    except BaseException:\n        return True\n",
+    "def has_close_elements(numbers, threshold):\n    try:\n        while True:\n            pass\n"
+    "    except BaseException:\n        return True\n",
 ])
 def test_a_program_past_its_time_limit_is_stopped(tmp_path, program):
     verdict, _ = run_harness(tmp_path, program, time_limit_s=0.5)
@@ -152,10 +154,12 @@ def test_verify_runs_the_answer_in_a_sandbox_and_gives_it_back(app, monkeypatch,
 
 
 def test_a_sandbox_that_dies_fails_the_rollout_unless_memory_killed_it(app, monkeypatch, tmp_path):
-    dead = SandboxExecResult(stdout="", stderr="", return_code=125, error_type="sandbox", reason="sandbox exited (exit code 1)")
+    dead = SandboxExecResult(stdout="", stderr="", return_code=125, error_type="sandbox",
+                             reason="sandbox exited (exit code 1)")
     failed = verify(app, monkeypatch, tmp_path, "```python\n    return 1\n```", dead)
     assert failed.status_code == 500 and "sandbox exited (exit code 1)" in failed.text
-    oom = SandboxExecResult(stdout="", stderr="", return_code=125, error_type="sandbox", reason="sandbox OOM-killed (memory 256m)")
+    oom = SandboxExecResult(stdout="", stderr="", return_code=125, error_type="sandbox",
+                            reason="sandbox OOM-killed (memory 256m)")
     scored = verify(app, monkeypatch, tmp_path, "```python\n    return 1\n```", oom).json()
     assert (scored["reward"], scored["outcome"], scored["reason"]) == (0.0, "oom", "sandbox OOM-killed (memory 256m)")
     hung = SandboxExecResult(stdout="", stderr="", return_code=124, error_type="timeout")
