@@ -23,10 +23,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "protocol"))
 
 from gym_compose.server.http_client import HttpClient  # noqa: E402
-from gym_compose.server.local_stack import LocalStack, with_local_addresses  # noqa: E402
+from gym_compose.engine.local_processes import LocalProcesses, with_local_addresses  # noqa: E402
 from stacks import point_proxy_at_mock, seed_verify_stack  # noqa: E402
 
-FIXTURE = REPO.parent / "shared" / "fixtures" / "nemo_gym" / "example_single_tool_call" / "example.jsonl"
+FIXTURE = REPO / "tests" / "fixtures" / "nemo_gym" / "example_single_tool_call" / "example.jsonl"
 LOCAL_ROWS = REPO / "server_images" / "example_single_tool_call" / "data" / "example.jsonl"
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -68,7 +68,7 @@ def main() -> int:
     rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
     config = point_proxy_at_mock(with_local_addresses(
         seed_verify_stack("example_single_tool_call", proxied=True, api_mode=args.api_mode)))
-    stack = LocalStack(config, server_dirs={"example_single_tool_call": REPO / "server_images" / "example_single_tool_call"})
+    stack = LocalProcesses(config, server_dirs={"example_single_tool_call": REPO / "server_images" / "example_single_tool_call"})
     with stack:
         port = stack.port("environment")
         asyncio.run(drive(port, rows, min(64, args.rollouts), args.parallel, time.monotonic() + 30))  # warm-up

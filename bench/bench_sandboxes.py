@@ -71,7 +71,7 @@ def sandbox_image() -> str:
     """The image the broker started the sandboxes from (its policy is in the rendered compose file)."""
     import yaml
 
-    from gym_compose.stack_commands import project_dir
+    from gym_compose.stack.state import project_dir
 
     compose = project_dir(PROJECT) / "compose.yaml"
     broker = yaml.safe_load(compose.read_text())["services"]["sandbox-broker"]

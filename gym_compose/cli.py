@@ -9,15 +9,15 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from gym_compose.cli_options import (
+    CONFIG_OPTIONS,
     DEFAULT_PROJECT,
     PROJECT_OPTION,
     STACK_COMMAND,
-    CONFIG_OPTIONS,
     with_collection,
     with_config,
     with_stack,
@@ -40,7 +40,7 @@ app.add_typer(sandbox_app, name="sandbox")
 
 DetachOpt = Annotated[bool, typer.Option("--detach", "-d", help="Return once every service is healthy; collect nothing.")]
 KeepOpt = Annotated[bool, typer.Option("--keep", help="After collecting, leave the stack running.")]
-SearchDirOpt = CONFIG_OPTIONS["search_dir"][0]
+SearchDirOpt: Any = CONFIG_OPTIONS["search_dir"][0]  # an Annotated[...] built at run time
 
 
 @app.command(context_settings=STACK_COMMAND)
@@ -61,7 +61,7 @@ def render(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write compose.yaml and its files into.")] = Path("rendered"),
 ) -> None:
     """Build the images and write a standalone compose project that plain `docker compose` runs."""
-    from gym_compose.stack_commands import StackArgs, render_command
+    from gym_compose.stack.lifecycle import StackArgs, render_command
 
     render_command(StackArgs(request, stack), output)
 
@@ -71,7 +71,7 @@ def render(
 @with_stack
 def build(request, stack) -> None:
     """Build the base image and one image per server implementation (cached by content hash)."""
-    from gym_compose.stack_commands import StackArgs, build_command
+    from gym_compose.stack.lifecycle import StackArgs, build_command
 
     build_command(StackArgs(request, stack))
 
@@ -88,13 +88,13 @@ def up(request, stack, collection, detach: DetachOpt = False, keep: KeepOpt = Fa
     exits with the collector's status. Otherwise, without -d it stays attached (logs), reports a
     container that dies, and on Ctrl-C stops everything with a grace period.
     """
-    from gym_compose.stack_commands import StackArgs, up_command
+    from gym_compose.stack.lifecycle import StackArgs, up_command
 
     args = StackArgs(request, stack)
     if detach or not (request.benchmarks or collection.input_file):
         up_command(args, detach=detach)
         return
-    from gym_compose.evaluation import run_collection
+    from gym_compose.runs.eval_run import run_collection
 
     raise typer.Exit(run_collection(args, collection, serve=True, keep=keep))
 
@@ -105,7 +105,7 @@ def down(
     all_projects: Annotated[bool, typer.Option("--all", help="Every gym-compose project on this engine (found by label).")] = False,
 ) -> None:
     """Remove the project's containers (sandboxes too), networks and volumes (never the results folder)."""
-    from gym_compose.stack_commands import down_all_command, down_command
+    from gym_compose.stack.lifecycle import down_all_command, down_command
 
     if all_projects:
         down_all_command()
@@ -116,7 +116,7 @@ def down(
 @app.command()
 def ps(project: PROJECT_OPTION = DEFAULT_PROJECT) -> None:
     """Show the project's services, their health and published addresses, and its live sandboxes."""
-    from gym_compose.stack_commands import ps_command
+    from gym_compose.stack.lifecycle import ps_command
 
     ps_command(project)
 
@@ -129,7 +129,7 @@ def logs(
     project: PROJECT_OPTION = DEFAULT_PROJECT,
 ) -> None:
     """Show service logs (passes through to `docker compose logs`)."""
-    from gym_compose.stack_commands import logs_command
+    from gym_compose.stack.log_following import logs_command
 
     raise typer.Exit(logs_command(project, list(services or []), follow, tail))
 
@@ -216,8 +216,8 @@ def eval_run(
     Pass the same config arguments as the `up` that started the stack. Exits 0 when every
     rollout succeeded, 1 when some failed (see rollouts_failures.jsonl), 2 on bad input.
     """
-    from gym_compose.evaluation import run_collection
-    from gym_compose.stack_commands import StackArgs
+    from gym_compose.runs.eval_run import run_collection
+    from gym_compose.stack.lifecycle import StackArgs
 
     raise typer.Exit(run_collection(StackArgs(request, stack), collection, serve=not no_serve, keep=keep))
 
@@ -245,7 +245,7 @@ def eval_rerun(
     options. Other overrides change the config, as in any command. Then compare the two runs with
     `gym-compose eval compare`.
     """
-    from gym_compose.run_rerun import rerun_command
+    from gym_compose.runs.rerun import rerun_command
 
     stray = [arg for arg in ctx.args if arg.startswith("-")]
     if stray:
@@ -262,7 +262,7 @@ def eval_compare(
 ) -> None:
     """Compare two runs: each agent's key metrics side by side with deltas, and the tasks that
     flipped between passing and failing (a task passes when its mean reward is at least 0.5)."""
-    from gym_compose.run_compare import compare_command
+    from gym_compose.runs.compare import compare_command
 
     compare_command(run_a, run_b, json_output=json_output, max_tasks=max_tasks)
 
@@ -312,8 +312,9 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):  # click turns a KeyboardInterrupt into Abort
         code = INTERRUPTED
     except _usage_error_types() as error:  # a usage error: one line, with typer's usage hint; exit 2
-        error.show()
-        sys.exit(error.exit_code)
+        usage_error: Any = error  # click's ClickException, from whichever click typer carries
+        usage_error.show()
+        sys.exit(usage_error.exit_code)
     if code == INTERRUPTED:  # typer 0.2x makes a KeyboardInterrupt exit 130: say which signal it was
         code = 128 + INTERRUPTED_BY["signal"]
     sys.exit(code if isinstance(code, int) else 0)

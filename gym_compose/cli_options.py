@@ -18,6 +18,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from gym_compose.config.request import ConfigRequest
+from gym_compose.contract import HEAD_PORT, PROJECT_ENV
 from gym_compose.errors import UserError
 
 STACK_COMMAND = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -56,14 +57,14 @@ def _checked_project_name(project: str) -> str:
     return project
 
 
-PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar="GYM_COMPOSE_PROJECT",
+PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar=PROJECT_ENV,
                          callback=_checked_project_name, help="Compose project name.")
 DEFAULT_PROJECT = "gym-compose"
 
 STACK_OPTIONS: dict[str, tuple[Any, Any]] = {
     "project": (PROJECT_OPTION, DEFAULT_PROJECT),
     "publish": (_option(bool, "--publish", help="Also publish every server on 127.0.0.1 (head: --head-port, others: the ports after it)."), False),
-    "head_port": (_option(int, "--head-port", metavar="PORT", help="Host port the head is published on (127.0.0.1)."), 11000),
+    "head_port": (_option(int, "--head-port", metavar="PORT", help="Host port the head is published on (127.0.0.1)."), HEAD_PORT),
 }
 
 COLLECTION_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -102,7 +103,8 @@ def _inject(target: str, options: dict[str, tuple[Any, Any]], build: Callable[..
 
         positional = [p for p in [*context, *kept] if p.kind is not inspect.Parameter.KEYWORD_ONLY]
         keyword = [p for p in kept if p.kind is inspect.Parameter.KEYWORD_ONLY]
-        command.__signature__ = signature.replace(parameters=[*positional, *keyword, *added])
+        command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*positional, *keyword, *added])
         command.__annotations__ = {
             **{k: v for k, v in getattr(func, "__annotations__", {}).items() if k != target},
             **({"ctx": typer.Context} if context else {}),
@@ -147,7 +149,7 @@ def _stack_options(*, project: str, publish: bool, head_port: int):
 
 def _collection_args(*, input_file, results_dir, run_name, resume, limit, num_repeats, num_samples_in_parallel,
                      prompt_config, temperature, top_p, max_output_tokens):
-    from gym_compose.evaluation import CollectionArgs
+    from gym_compose.runs.run_inputs import CollectionArgs
 
     passthrough: list[str] = []
     for flag, value in (("--limit", limit), ("--num-samples-in-parallel", num_samples_in_parallel),

@@ -13,44 +13,35 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_compose.contract import CACHE_LABEL
 from gym_compose.errors import UserError
+from gym_compose.service_spec import GpuRequest, Mount, Probe, parse_gpus
+
+__all__ = ["CACHE_LABEL", "EngineService", "engine_base_url", "local_vllm_engine"]
 
 LOCAL_VLLM = "local_vllm_model"
 DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
 VLLM_PORT = 8000
 HF_CACHE = "/root/.cache/huggingface"
 DEFAULT_CACHE_VOLUME = "gym-compose-model-cache"
-CACHE_LABEL = "io.gym-compose.cache"
+CACHE_VOLUME_KEY = "model-cache"
 # parallelism keys of vllm_serve_kwargs whose product is the number of GPUs one instance uses
 _PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
 
 
 @dataclass
 class EngineService:
+    """An inference engine from its own image, in the plan's words."""
+
     name: str
     image: str
-    compose: dict[str, Any] = field(default_factory=dict)  # compose service fields
-    volumes: dict[str, str] = field(default_factory=dict)  # compose volume key -> docker volume name
-
-
-def gpu_reservation(value: Any, where: str) -> dict[str, Any]:
-    """`deploy` for a service that asks for GPUs: `gpus: all`, a count, a list of device ids, or a
-    mapping with count/device_ids (and optionally driver, capabilities)."""
-    device: dict[str, Any] = {"driver": "nvidia"}
-    if value == "all" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-        device["count"] = value
-    elif isinstance(value, list) and value and all(isinstance(item, (str, int)) for item in value):
-        device["device_ids"] = [str(item) for item in value]
-    elif isinstance(value, dict) and ("count" in value) != ("device_ids" in value):
-        device.update({key: value[key] for key in ("driver", "count", "device_ids", "options") if key in value})
-        if "device_ids" in device:
-            device["device_ids"] = [str(item) for item in device["device_ids"]]
-        device["capabilities"] = list(value.get("capabilities") or ["gpu"])
-    else:
-        raise UserError(f"{where}: gpus must be `all`, a positive count, a list of device ids, or a mapping with "
-                        f"count or device_ids; got {value!r}", hint="e.g. gpus: 1, or gpus: [\"0\", \"1\"]")
-    device.setdefault("capabilities", ["gpu"])
-    return {"resources": {"reservations": {"devices": [device]}}}
+    command: list[str]
+    environment: dict[str, str]
+    mounts: list[Mount]
+    gpus: GpuRequest
+    probe: Probe
+    host_ipc: bool = False  # shares the host's IPC namespace (tensor-parallel workers share memory)
+    volumes: dict[str, str] = field(default_factory=dict)  # plan volume key -> target volume kept across runs
 
 
 def serve_arguments(kwargs: dict[str, Any], where: str) -> list[str]:
@@ -93,28 +84,25 @@ def local_vllm_engine(instance_name: str, service_name: str, spec: dict[str, Any
             size = kwargs.get(key, 1)
             if isinstance(size, int) and not isinstance(size, bool) and size > 0:
                 gpus *= size
-    name = f"{service_name}-vllm"
     volumes: dict[str, str] = {}
     hf_home = spec.get("hf_home")
     if hf_home:  # NeMo Gym's key: a Hugging Face cache on the host
-        cache_mount: dict[str, Any] = {"type": "bind", "source": str(hf_home), "target": HF_CACHE}
+        cache_mount = Mount("bind", str(hf_home), HF_CACHE)
     else:
-        volume = str(spec.get("model_cache_volume") or DEFAULT_CACHE_VOLUME)
-        volumes["model-cache"] = volume
-        cache_mount = {"type": "volume", "source": "model-cache", "target": HF_CACHE}
+        volumes[CACHE_VOLUME_KEY] = str(spec.get("model_cache_volume") or DEFAULT_CACHE_VOLUME)
+        cache_mount = Mount("volume", CACHE_VOLUME_KEY, HF_CACHE)
     probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{VLLM_PORT}/health', timeout=4)"
-    compose: dict[str, Any] = {
-        "command": ["--model", model, "--host", "0.0.0.0", "--port", str(VLLM_PORT),
-                    *serve_arguments(kwargs, where)],
-        "environment": {"HF_HOME": HF_CACHE, **{str(key): str(value) for key, value in env.items()}},
-        "volumes": [cache_mount],
-        "ipc": "host",  # tensor parallelism shares memory between the workers
-        "deploy": gpu_reservation(gpus, where),
-        "healthcheck": {"test": ["CMD", "python3", "-c", probe], "interval": "10s", "timeout": "5s",
-                        "retries": 3, "start_period": f"{start_period_s}s"},
-    }
-    return EngineService(name=name, image=str(spec.get("vllm_image") or DEFAULT_VLLM_IMAGE), compose=compose,
-                         volumes=volumes)
+    return EngineService(
+        name=f"{service_name}-vllm",
+        image=str(spec.get("vllm_image") or DEFAULT_VLLM_IMAGE),
+        command=["--model", model, "--host", "0.0.0.0", "--port", str(VLLM_PORT), *serve_arguments(kwargs, where)],
+        environment={"HF_HOME": HF_CACHE, **{str(key): str(value) for key, value in env.items()}},
+        mounts=[cache_mount],
+        gpus=parse_gpus(gpus, where),
+        probe=Probe(("python3", "-c", probe), interval_s=10, timeout_s=5, retries=3, start_period_s=start_period_s),
+        host_ipc=True,
+        volumes=volumes,
+    )
 
 
 def engine_base_url(engine: EngineService) -> str:

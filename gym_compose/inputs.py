@@ -15,6 +15,7 @@ from typing import Any
 from gym_compose.collect.jsonl import read_input_lines
 from gym_compose.collect.prompt import apply_prompt, load_prompt_config
 from gym_compose.config import instances, resolve_path
+from gym_compose.contract import AGENTS, ENVIRONMENT_SERVERS
 from gym_compose.errors import UserError
 
 COLLECTABLE_TYPES = ("benchmark",)
@@ -35,7 +36,7 @@ def benchmark_datasets(data: dict[str, Any], roots: list[Path]) -> list[Dataset]
     found: list[Dataset] = []
     seen: set[tuple[Path, str]] = set()
     for instance in instances(data):
-        if instance.server_type == "environment_servers":
+        if instance.server_type == ENVIRONMENT_SERVERS:
             continue  # an environment server's datasets repeat its agent's
         for entry in instance.spec.get("datasets") or []:
             if not isinstance(entry, dict) or entry.get("type") not in COLLECTABLE_TYPES:
@@ -74,7 +75,7 @@ def dataset_rows(dataset: Dataset, apply_dataset_prompt: bool = True) -> list[tu
     for line_number, text, row in read_input_lines(dataset.path):
         if prompt is not None:
             row = apply_prompt(prompt, row, f"{dataset.path}, line {line_number}")
-        if dataset.server_type == "responses_api_agents" and "agent_ref" not in row:
+        if dataset.server_type == AGENTS and "agent_ref" not in row:
             row = {**row, "agent_ref": {"name": dataset.instance}}
         rows.append((line_number, text, row))
     return rows
@@ -145,17 +146,18 @@ def prepare_datasets(request) -> None:
     import sys
 
     from gym_compose.config import load
-    from gym_compose.config.search import root_of
+    from gym_compose.config.search import find_path
 
     loaded = load(request)
     scripts: dict[Path, Path] = {}
     for instance in instances(loaded.data):
         for entry in instance.spec.get("datasets") or []:
             if isinstance(entry, dict) and entry.get("type") in COLLECTABLE_TYPES and entry.get("prepare_script"):
-                script = resolve_path(entry["prepare_script"], loaded.search_roots)
-                if script is None:
+                found = find_path(entry["prepare_script"], loaded.search_roots)
+                if found is None:
                     raise UserError(f"{instance.name}: prepare_script {entry['prepare_script']} does not exist")
-                scripts[Path(script).resolve()] = root_of(Path(script).resolve(), loaded.search_roots)
+                # it runs from the root its path was found under, as NeMo Gym runs it from its checkout
+                scripts[found.path.resolve()] = found.root
     if not scripts:
         raise UserError("no benchmark dataset of this config has a prepare_script",
                         hint="select a benchmark with --benchmark NAME")

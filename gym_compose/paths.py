@@ -1,4 +1,4 @@
-"""Where this project's own files are (server_images/, compose_templates/, docker/, ...).
+"""Where this project's own files are (server_images/, configs/, compose_templates/, docker/, ...).
 
 gym-compose runs from its checkout, installed editable (`pip install -e .`, as scripts/setup
 does): the server folders, templates and Dockerfiles sit next to the package, not inside it.
@@ -9,7 +9,7 @@ from pathlib import Path
 from gym_compose.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-PROJECT_FOLDERS = ("server_images", "compose_templates", "docker")
+PROJECT_FOLDERS = ("server_images", "configs", "compose_templates", "docker")
 
 
 def require_project_files() -> None:

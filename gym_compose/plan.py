@@ -2,7 +2,9 @@
 
 `plan_stack` turns a merged NeMo Gym config into a `Stack`: one `Service` per server instance,
 plus the head and the collector, the two config views (in-network for containers, host view for
-clients outside the network) and the secrets pulled out of the config.
+clients outside the network) and the secrets pulled out of the config. The plan is
+target-neutral: it speaks gym-compose's words (limits, overrides, mounts, probes; see
+`service_spec`), and each target's renderer maps them to its own (render.py: compose keys).
 """
 
 from __future__ import annotations
@@ -16,40 +18,27 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.redact import is_secret_key
+from gym_compose.contract import (
+    ENGINE_ROLE,
+    HEAD_INSTANCE,
+    HEAD_PORT,
+    HEAD_ROLE,
+    PROJECT_LABEL,
+    ROLE_BY_SERVER_TYPE,
+    SECRET_PREFIX,
+    SERVER_PORT,
+)
 from gym_compose.errors import UserError
-from gym_compose.inference_engines import LOCAL_VLLM, engine_base_url, gpu_reservation, local_vllm_engine
+from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
+from gym_compose.service_spec import Limits, Mount, Overrides, Probe, read_docker_block
+
+__all__ = ["HEAD_PORT", "PROJECT_LABEL", "ROLE_BY_SERVER_TYPE", "SECRET_PREFIX", "SERVER_PORT"]  # and below
 
 if TYPE_CHECKING:
     from gym_compose.sandbox_stack.plan import SandboxPlan
 
-SERVER_PORT = 8000
-HEAD_PORT = 11000
 HEAD_SERVICE = "head"
 COLLECTOR_SERVICE = "collector"
-SECRET_PREFIX = "secret://"
-PROJECT_LABEL = "io.gym-compose.project"
-
-ROLE_BY_SERVER_TYPE = {
-    "environment_servers": "environment",
-    "responses_api_agents": "agent",
-    "responses_api_models": "model",
-    "resources_servers": "resources",
-}
-
-# Keys of a server's `docker:` block that map onto compose service fields.
-DOCKER_OVERRIDES = {
-    "memory": "mem_limit",
-    "cpus": "cpus",
-    "pids": "pids_limit",
-    "user": "user",
-    "cap_add": "cap_add",
-    "read_only": "read_only",
-    "shm_size": "shm_size",
-    "environment": "environment",
-    "volumes": "volumes",
-    "extra_hosts": "extra_hosts",
-    "gpus": "deploy",  # rendered as deploy.resources.reservations.devices
-}
 
 
 @dataclass(frozen=True)
@@ -70,9 +59,14 @@ class Service:
     port: int = SERVER_PORT
     published_port: int | None = None
     secrets: list[str] = field(default_factory=list)
-    docker: dict[str, Any] = field(default_factory=dict)  # compose fields overridden by config
-    image: str | None = None  # a ready-made image (an inference engine's), pulled rather than built
-    compose: dict[str, Any] = field(default_factory=dict)  # an engine's own compose fields
+    limits: Limits = Limits()  # the config's `docker:` block; None fields keep the role's default
+    overrides: Overrides = Overrides()
+    # an inference engine runs from a ready-made image (pulled, not built), as that image wants:
+    image: str | None = None
+    command: list[str] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    probe: Probe | None = None
+    host_ipc: bool = False
 
 
 @dataclass
@@ -125,7 +119,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 hint="rename one of them",
             )
         taken[name] = instance.name
-        docker_block = instance.spec.get("docker")
+        docker_block = read_docker_block(instance.name, instance.spec.get("docker"))
         services.append(
             Service(
                 name=name,
@@ -133,10 +127,11 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 instance=instance.name,
                 implementation=instance.implementation,
                 source_dir=_source_dir(instance, roots),
-                docker=_docker_overrides(instance.name, docker_block),
+                limits=docker_block.limits,
+                overrides=docker_block.overrides,
             )
         )
-        if options.publish_all or (isinstance(docker_block, dict) and docker_block.get("publish")):
+        if options.publish_all or docker_block.publish:
             services[-1].published_port = options.head_port + sum(1 for s in services if s.published_port) + 1
 
     network_config, secrets = _extract_secrets(copy.deepcopy(data))
@@ -156,12 +151,12 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     mounted = {name for service in services for name in service.secrets}
     secrets = {name: value for name, value in secrets.items() if name in mounted}
     engines, volumes = _inference_engines(services, network_config, host_config)
-    network_config["head_server"] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
-    host_config["head_server"] = {"host": options.bind_address, "port": options.head_port}
+    network_config[HEAD_INSTANCE] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
+    host_config[HEAD_INSTANCE] = {"host": options.bind_address, "port": options.head_port}
 
     # No depends_on: every container starts at once, and the head's own readiness waits for all
     # servers to be ready, so "head healthy" means "stack ready" (the collector depends on it).
-    head = Service(name=HEAD_SERVICE, role="head", port=HEAD_PORT, published_port=options.head_port)
+    head = Service(name=HEAD_SERVICE, role=HEAD_ROLE, port=HEAD_PORT, published_port=options.head_port)
     from gym_compose.sandbox_stack.plan import plan_sandboxes
 
     return Stack(
@@ -187,15 +182,17 @@ def _inference_engines(services: list[Service], network_config: dict[str, Any], 
         if service.implementation != LOCAL_VLLM:
             continue
         spec = _instance_spec(network_config, service)
-        engine = local_vllm_engine(service.instance, service.name, spec, max(start_period, 1))
+        engine = local_vllm_engine(str(service.instance), service.name, spec, max(start_period, 1))
         if any(existing.name == engine.name for existing in [*services, *engines]):
             raise UserError(f"the engine service {engine.name!r} of {service.instance!r} clashes with an instance's "
                             "service name", hint="rename one of them")
         for config in (network_config, host_config):
             _instance_spec(config, service)["base_url"] = engine_base_url(engine)
         spec.setdefault("api_key", "EMPTY")
-        engines.append(Service(name=engine.name, role="engine", port=8000, image=engine.image,
-                               compose=engine.compose))
+        engines.append(Service(name=engine.name, role=ENGINE_ROLE, port=VLLM_PORT, image=engine.image,
+                               command=engine.command, overrides=Overrides(environment=engine.environment),
+                               limits=Limits(gpus=engine.gpus), mounts=engine.mounts, probe=engine.probe,
+                               host_ipc=engine.host_ipc))
         volumes.update(engine.volumes)
     return engines, volumes
 
@@ -219,35 +216,8 @@ def _source_dir(instance, roots: list[Path]) -> Path | None:
     )
 
 
-def _docker_overrides(instance_name: str, block: Any) -> dict[str, Any]:
-    if block is None:
-        return {}
-    if not isinstance(block, dict):
-        raise UserError(f"{instance_name}: `docker` must be a mapping, got {block!r}")
-    unknown = set(block) - set(DOCKER_OVERRIDES) - {"publish"}
-    if unknown:
-        raise UserError(
-            f"{instance_name}: unknown key(s) in `docker`: {', '.join(sorted(unknown))}",
-            hint=f"allowed: {', '.join(sorted([*DOCKER_OVERRIDES, 'publish']))}",
-        )
-    environment = block.get("environment") or {}
-    if not isinstance(environment, dict):
-        raise UserError(f"{instance_name}: docker.environment must be a mapping of NAME: value")
-    leaked = sorted(key for key in environment if is_secret_key(key))
-    if leaked:
-        raise UserError(
-            f"{instance_name}: docker.environment would put secret(s) {', '.join(leaked)} into environment "
-            "variables and compose.yaml",
-            hint="put the value in the server's own config block under a key such as `api_key`: it then "
-            "travels as a compose secret and the server reads it from its config",
-        )
-    overrides = {DOCKER_OVERRIDES[key]: value for key, value in block.items() if key not in ("publish", "gpus")}
-    if block.get("gpus") is not None:
-        overrides["deploy"] = gpu_reservation(block["gpus"], f"{instance_name}.docker")
-    return overrides
-
-
 def _instance_spec(config: dict[str, Any], service: Service) -> dict[str, Any]:
+    assert service.instance is not None  # a server of the config, not the head or an engine
     server_types = config[service.instance]
     (server_type,) = [key for key in server_types if key in ROLE_BY_SERVER_TYPE]
     return server_types[server_type][service.implementation]

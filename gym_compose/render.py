@@ -1,7 +1,9 @@
 """Render a `Stack` as a standalone compose project: compose.yaml plus the files it needs.
 
-The output runs with plain `docker compose -f DIR/compose.yaml up` on any machine that has the
-images; gym-compose is not needed on the host to run it.
+The compose target's renderer: the one place that maps the plan's words (limits, overrides,
+mounts, probes) to compose keys. Role defaults are YAML in compose_templates/. The output runs
+with plain `docker compose -f DIR/compose.yaml up` on any machine that has the images;
+gym-compose is not needed on the host to run it.
 """
 
 from __future__ import annotations
@@ -13,19 +15,32 @@ from typing import Any
 
 import yaml
 
-from gym_compose.paths import PROJECT_ROOT
-from gym_compose.plan import (
-    COLLECTOR_SERVICE,
-    HEAD_SERVICE,
+from gym_compose.contract import (
+    BIND_ALL,
+    BIND_HOST_ENV,
+    COLLECTOR_INPUT,
+    COLLECTOR_RESULTS,
+    COLLECTOR_ROLE,
+    CONFIG_DICT_ENV,
+    CONFIG_PATH_ENV,
+    ENGINE_ROLE,
+    HEAD_INSTANCE,
+    HEAD_ROLE,
+    HEAD_VIEW_ENV,
+    INSTANCE_LABEL,
+    PROJECT_ENV,
     PROJECT_LABEL,
-    Service,
-    Stack,
+    ROLE_LABEL,
+    SERVER_USER,
 )
+from gym_compose.paths import PROJECT_ROOT
+from gym_compose.plan import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack
+from gym_compose.service_spec import GpuRequest, Limits, Mount, Overrides, Probe
 
 TEMPLATES_DIR = PROJECT_ROOT / "compose_templates"
 NETWORK = "gym"
 COMPOSE_FILE = "compose.yaml"
-STEADY_HEALTHCHECK = {"interval": "30s", "start_interval": "1s"}
+START_INTERVAL_KEY = "x-healthcheck-with-start-interval"  # server.yaml: the healthcheck where start_interval works
 
 
 @dataclass(frozen=True)
@@ -46,12 +61,17 @@ class CollectorRun:
     input_file: Path
     output_dir: Path
     args: list[str] = field(default_factory=list)
-    user: str = "10001:10001"  # who writes the artifacts; never root (see evaluation.collector_user)
+    user: str = SERVER_USER  # who writes the artifacts; never root (see runs.run_folders.collector_user)
 
 
 def load_template(name: str) -> dict[str, Any]:
     with open(TEMPLATES_DIR / f"{name}.yaml", encoding="utf-8") as handle:
         return yaml.safe_load(handle) or {}
+
+
+def role_defaults(role: str) -> dict[str, Any]:
+    """What compose_templates/roles.yaml adds for `role` to the server defaults."""
+    return copy.deepcopy(load_template("roles").get(role) or {})
 
 
 def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun | None = None,
@@ -61,7 +81,7 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
     host_yaml = yaml.safe_dump(stack.host_config, sort_keys=False)
     labels = {PROJECT_LABEL: stack.project}
     services = {
-        service.name: _engine_service(service, images, labels) if service.role == "engine"
+        service.name: _engine_service(service, images, labels) if service.role == ENGINE_ROLE
         else _server_service(stack, service, images, network_yaml, host_yaml, labels, options)
         for service in stack.services
     }
@@ -123,45 +143,106 @@ def _server_service(
     options: RenderOptions,
 ) -> dict[str, Any]:
     spec = load_template("server")
+    steady_healthcheck = spec.pop(START_INTERVAL_KEY, {})
+    spec.update(role_defaults(service.role))
     spec["image"] = images.get(service.name, images["base"])
     spec["labels"] = {
         **labels,
-        "io.gym-compose.role": service.role,
-        **({"io.gym-compose.instance": service.instance} if service.instance else {}),
+        ROLE_LABEL: service.role,
+        **({INSTANCE_LABEL: service.instance} if service.instance else {}),
     }
     environment = {
-        "NEMO_GYM_CONFIG_DICT": network_yaml,
-        "NEMO_GYM_CONFIG_PATH": service.instance or "head_server",
-        "GYM_COMPOSE_BIND_HOST": "0.0.0.0",
+        CONFIG_DICT_ENV: network_yaml,
+        CONFIG_PATH_ENV: service.instance or HEAD_INSTANCE,
+        BIND_HOST_ENV: BIND_ALL,
     }
-    if service.role == "head":
-        environment["GYM_COMPOSE_HEAD_VIEW"] = host_yaml
+    if service.role == HEAD_ROLE:
+        environment[HEAD_VIEW_ENV] = host_yaml
     spec["healthcheck"] = copy.deepcopy(spec["healthcheck"])
     spec["healthcheck"]["test"] = [*spec["healthcheck"]["test"], str(service.port)]
     spec["healthcheck"]["start_period"] = f"{_start_period_seconds(stack, service)}s"
     if options.healthcheck_start_interval:
-        spec["healthcheck"].update(STEADY_HEALTHCHECK)
+        spec["healthcheck"].update(steady_healthcheck)
     if service.published_port:
         spec["ports"] = [f"{stack.options.bind_address}:{service.published_port}:{service.port}"]
     if service.secrets:
         spec["secrets"] = list(service.secrets)
     spec["networks"] = [NETWORK]
-    if service.role == "model":  # so a model endpoint on the host is http://host.docker.internal:PORT
-        spec["extra_hosts"] = ["host.docker.internal:host-gateway"]
-    overrides = dict(service.docker)
-    environment.update({str(k): str(v) for k, v in (overrides.pop("environment", None) or {}).items()})
+    environment.update(service.overrides.environment)
     spec["environment"] = environment
-    spec.update(overrides)
+    spec.update(limit_fields(service.limits))
+    spec.update(override_fields(service.overrides))
     return spec
+
+
+def limit_fields(limits: Limits) -> dict[str, Any]:
+    """The plan's limits as compose service fields (only those the plan sets)."""
+    fields: dict[str, Any] = {}
+    for key, value in (("mem_limit", limits.memory), ("cpus", limits.cpus), ("pids_limit", limits.pids),
+                       ("shm_size", limits.shm)):
+        if value is not None:
+            fields[key] = value
+    if limits.gpus is not None:
+        fields["deploy"] = gpu_reservation(limits.gpus)
+    return fields
+
+
+def gpu_reservation(gpus: GpuRequest) -> dict[str, Any]:
+    """`deploy.resources.reservations.devices`: how Compose reserves GPUs."""
+    device: dict[str, Any] = {"driver": gpus.driver}
+    if gpus.count is not None:
+        device["count"] = gpus.count
+    if gpus.device_ids:
+        device["device_ids"] = list(gpus.device_ids)
+    if gpus.options is not None:
+        device["options"] = gpus.options
+    device["capabilities"] = list(gpus.capabilities)
+    return {"resources": {"reservations": {"devices": [device]}}}
+
+
+def override_fields(overrides: Overrides) -> dict[str, Any]:
+    """A server's `docker:` overrides (besides environment) as compose fields; each replaces the default."""
+    fields: dict[str, Any] = {}
+    if overrides.user is not None:
+        fields["user"] = overrides.user
+    if overrides.read_only is not None:
+        fields["read_only"] = overrides.read_only
+    for key, values in (("cap_add", overrides.cap_add), ("volumes", overrides.volumes),
+                        ("extra_hosts", overrides.extra_hosts)):
+        if values:
+            fields[key] = list(values)
+    return fields
+
+
+def mount_fields(mount: Mount) -> dict[str, Any]:
+    fields: dict[str, Any] = {"type": mount.kind, "source": mount.source, "target": mount.target}
+    if mount.read_only:
+        fields["read_only"] = True
+    return fields
+
+
+def healthcheck_fields(probe: Probe) -> dict[str, Any]:
+    return {"test": ["CMD", *probe.command], "interval": f"{probe.interval_s}s", "timeout": f"{probe.timeout_s}s",
+            "retries": probe.retries, "start_period": f"{probe.start_period_s}s"}
 
 
 def _engine_service(service: Service, images: dict[str, str], labels: dict) -> dict[str, Any]:
     """An inference engine from its own image: runs as that image wants (root, writable), with
     the GPUs and cache the plan gave it; no config, no secrets."""
-    spec: dict[str, Any] = {"image": images.get(service.name, service.image), "restart": "no",
-                            "labels": {**labels, "io.gym-compose.role": "engine"},
-                            "security_opt": ["no-new-privileges:true"], "stop_grace_period": "30s"}
-    spec.update(copy.deepcopy(service.compose))
+    spec = load_template("engine")
+    spec["image"] = images.get(service.name, service.image)
+    spec["labels"] = {**labels, ROLE_LABEL: ENGINE_ROLE}
+    if service.command:
+        spec["command"] = list(service.command)
+    if service.overrides.environment:
+        spec["environment"] = dict(service.overrides.environment)
+    if service.mounts:
+        spec["volumes"] = [mount_fields(mount) for mount in service.mounts]
+    if service.host_ipc:
+        spec["ipc"] = "host"
+    spec.update(limit_fields(service.limits))
+    if service.probe is not None:
+        spec["healthcheck"] = healthcheck_fields(service.probe)
     spec["networks"] = [NETWORK]
     return spec
 
@@ -171,15 +252,15 @@ def _collector_service(
 ) -> dict[str, Any]:
     spec = load_template("collector")
     spec["image"] = base_image
-    spec["labels"] = {**labels, "io.gym-compose.role": "collector"}
+    spec["labels"] = {**labels, ROLE_LABEL: COLLECTOR_ROLE}
     spec["user"] = run.user
     # the project names the collector in its run-folder lock, for whoever finds the folder busy
-    spec["environment"] = {"NEMO_GYM_CONFIG_DICT": network_yaml, "GYM_COMPOSE_PROJECT": stack.project}
+    spec["environment"] = {CONFIG_DICT_ENV: network_yaml, PROJECT_ENV: stack.project}
     spec["volumes"] = [
-        {"type": "bind", "source": str(run.input_file.resolve()), "target": "/input/rows.jsonl", "read_only": True},
-        {"type": "bind", "source": str(run.output_dir.resolve()), "target": "/results"},
+        mount_fields(Mount("bind", str(run.input_file.resolve()), COLLECTOR_INPUT, read_only=True)),
+        mount_fields(Mount("bind", str(run.output_dir.resolve()), COLLECTOR_RESULTS)),
     ]
-    spec["command"] = ["--input", "/input/rows.jsonl", "--output-dir", "/results", *run.args]
+    spec["command"] = ["--input", COLLECTOR_INPUT, "--output-dir", COLLECTOR_RESULTS, *run.args]
     spec["depends_on"] = {HEAD_SERVICE: {"condition": "service_healthy"}}
     spec["networks"] = [NETWORK]
     return spec
@@ -200,7 +281,7 @@ def wait_timeout_seconds(stack: Stack) -> int:
 class _ComposeDumper(yaml.SafeDumper):
     """Multi-line strings (the config YAML in env vars) as readable literal blocks."""
 
-    def represent_str(self, data: str):  # type: ignore[override]
+    def represent_str(self, data: str) -> yaml.ScalarNode:
         style = "|" if "\n" in data else None
         return self.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 

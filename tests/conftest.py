@@ -1,10 +1,16 @@
-"""Shared test set-up: markers decide which tests need loopback servers or Docker."""
+"""Shared test set-up: markers decide which tests need loopback servers or Docker; under CI
+nothing skips."""
 
 import os
 import shutil
 import subprocess
 
 import pytest
+
+
+def in_ci() -> bool:
+    """CI sets CI=true: there every prerequisite must be present, so a skip is a failure."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def _docker_compose_available() -> bool:
@@ -22,7 +28,7 @@ def pytest_collection_modifyitems(config, items):
     docker_items = [item for item in items if "docker" in item.keywords]
     if not docker_items or _docker_compose_available():
         return
-    if os.environ.get("CI"):
+    if in_ci():
         raise pytest.UsageError("CI must run the Docker tests, but no Docker engine with Compose v2 answers")
     skip = pytest.mark.skip(reason="no Docker engine with Compose v2 (run scripts/setup)")
     for item in docker_items:
@@ -33,3 +39,23 @@ def pytest_collection_modifyitems(config, items):
 def _no_search_path_from_the_environment(monkeypatch):
     """Tests see only the search roots they set up, never the developer's GYM_COMPOSE_SEARCH_PATH."""
     monkeypatch.delenv("GYM_COMPOSE_SEARCH_PATH", raising=False)
+
+
+def _fail_a_skip_in_ci(report) -> None:
+    if report.skipped and not hasattr(report, "wasxfail") and in_ci():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (f"under CI=true no test may skip for a missing prerequisite, but it skipped: {reason} "
+                           "(scripts/setup installs every prerequisite)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_a_skip_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_a_skip_in_ci(outcome.get_result())

@@ -12,16 +12,18 @@ import yaml
 
 from gym_compose.collect.collector import collect
 from gym_compose.collect.options import CollectOptions
+from gym_compose.contract import CONFIG_DICT_ENV
 from gym_compose.errors import UserError
 
-CONFIG_ENV = "NEMO_GYM_CONFIG_DICT"
+CONFIG_ENV = CONFIG_DICT_ENV
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gym_compose.collect",
                                      description="Collect rollouts: one POST /run per row to its environment server.")
     parser.add_argument("--input", required=True, type=Path, help="input JSONL (NeMo Gym rows)")
-    parser.add_argument("--output-dir", required=True, type=Path, help="folder for rollouts*.jsonl, metrics, progress.json")
+    parser.add_argument("--output-dir", required=True, type=Path,
+                        help="folder for rollouts*.jsonl, metrics, progress.json")
     parser.add_argument("--limit", type=int, help="use only the first N rows")
     parser.add_argument("--num-repeats", type=int, default=1, help="rollouts per row, in place (a a b b)")
     parser.add_argument("--resume", action="store_true", help="skip finished rollouts, retry failed ones (3 attempts)")
@@ -43,7 +45,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def load_config_from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
     text = (environ if environ is not None else os.environ).get(CONFIG_ENV)
     if not text:
-        raise UserError(f"{CONFIG_ENV} is not set", hint="the collector reads the stack's in-network config (YAML) from it")
+        raise UserError(f"{CONFIG_ENV} is not set",
+                        hint="the collector reads the stack's in-network config (YAML) from it")
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -64,10 +67,11 @@ def options_from(args: argparse.Namespace, config: dict[str, Any]) -> CollectOpt
         input_path=args.input,
         output_dir=args.output_dir,
         limit=_positive_int("--limit", args.limit),
-        num_repeats=_positive_int("--num-repeats", args.num_repeats),
+        num_repeats=_positive_int("--num-repeats", args.num_repeats) or 1,
         resume=args.resume,
         num_samples_in_parallel=_positive_int("num_samples_in_parallel", flag_or_knob("num_samples_in_parallel")),
-        max_resident_rollout_tasks=_positive_int("max_resident_rollout_tasks", flag_or_knob("max_resident_rollout_tasks")),
+        max_resident_rollout_tasks=_positive_int("max_resident_rollout_tasks",
+                                                 flag_or_knob("max_resident_rollout_tasks")),
         retain_results_in_memory=False if args.no_retain_results else (True if retain is None else bool(retain)),
         disable_aggregation=args.disable_aggregation or bool(config.get("disable_aggregation")),
         temperature=args.temperature,

@@ -78,7 +78,8 @@ def _collect(routing: RoutingTable, options: CollectOptions, progress: ProgressC
         if prior.attempts_left(key, options.max_attempts):
             attempt = prior.failed_attempts[key]
             pending.append({**row, ATTEMPT_INDEX: attempt} if attempt else row)
-    tracker = ProgressTracker(options.output_dir, total=len(rows), done_before=len(prior.done & {rollout_key(r) for r in rows}),
+    tracker = ProgressTracker(options.output_dir, total=len(rows),
+                              done_before=len(prior.done & {rollout_key(r) for r in rows}),
                               reward_sum_before=prior.reward_sum, rewarded_before=prior.rewarded, callback=progress)
     tracker.write()
     results: list[dict[str, Any]] = []
@@ -141,7 +142,8 @@ async def _run_all(pending, routing: RoutingTable, options: CollectOptions, roll
                 client = clients.get(server.instance)
                 if client is None:
                     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-                    client = clients[server.instance] = httpx.AsyncClient(limits=limits, timeout=timeout, verify=tls, trust_env=False)
+                    client = clients[server.instance] = httpx.AsyncClient(limits=limits, timeout=timeout, verify=tls,
+                                                                          trust_env=False)
                 try:
                     with stop.rollout():
                         outcome, record = await run_rollout(client, server, row)

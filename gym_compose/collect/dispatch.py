@@ -16,6 +16,7 @@ import orjson
 
 from gym_compose.collect.routing import EnvironmentServer, taskset_of
 from gym_compose.collect.rows import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_INDEX, TASK_INDEX
+from gym_compose.contract import TIME_LEFT_HEADER
 
 REQUEST_FAILED = "agent_request_failed"  # no answer, or a gateway status: the rollout may not have run
 RUN_ERROR = "agent_run_error"  # the server answered with an error: the rollout ran and broke
@@ -26,7 +27,6 @@ NOT_RUN_STATUSES = frozenset({429, 502, 503, 504})
 MAX_BODY_CHARS = 2000
 MAX_CAUSE_CHARS = 500
 JSON_HEADERS = {"content-type": "application/json"}
-TIME_LEFT_HEADER = "x-gym-time-left"  # seconds the callee has; it gives its own callees less
 # a refused connection sent nothing, so it is retried, briefly: a dead server fails its rollouts fast
 CONNECT_RETRY_DELAYS_S = (0.1, 0.25, 0.5)
 
@@ -70,10 +70,12 @@ async def run_rollout(client: httpx.AsyncClient, server: EnvironmentServer, row:
         result = orjson.loads(body)
     except httpx.TimeoutException as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
-                                     f"no answer from {server.instance} within the request timeout ({error or 'timed out'})")
+                                     f"no answer from {server.instance} within the request timeout "
+                                     f"({error or 'timed out'})")
     except httpx.ConnectError as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
-                                     f"cannot reach {server.instance} at {server.base_url}: {error or type(error).__name__}")
+                                     f"cannot reach {server.instance} at {server.base_url}: "
+                                     f"{error or type(error).__name__}")
     except httpx.TransportError as error:  # sent, then the connection broke: the server went away mid-rollout
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"{server.instance} dropped the connection during POST /run"
@@ -83,14 +85,18 @@ async def run_rollout(client: httpx.AsyncClient, server: EnvironmentServer, row:
                                      f"request to {server.instance} failed: {error or type(error).__name__}")
     except orjson.JSONDecodeError as error:
         return "failed", failure_row(row, server, RUN_ERROR, "JSONDecodeError",
-                                     f"{server.instance} answered {status} with a body that is not JSON: {error}", status, body)
+                                     f"{server.instance} answered {status} with a body that is not JSON: {error}",
+                                     status, body)
     if not isinstance(result, dict):
         return "failed", failure_row(row, server, RUN_ERROR, "UnexpectedResponse",
-                                     f"{server.instance} answered with a JSON {type(result).__name__}, not an object", status, body)
+                                     f"{server.instance} answered with a JSON {type(result).__name__}, not an object",
+                                     status, body)
     if taskset_of(row) is not None and _is_episode_response(result):
         if result.get("failure") is not None:
-            failure = result["failure"] if isinstance(result["failure"], dict) else {"failure_reason": str(result["failure"])}
-            record = failure_row(row, server, ENVIRONMENT_FAILURE, "EpisodeFailure", str(failure.get("failure_reason")), status)
+            failure = (result["failure"] if isinstance(result["failure"], dict)
+                       else {"failure_reason": str(result["failure"])})
+            record = failure_row(row, server, ENVIRONMENT_FAILURE, "EpisodeFailure", str(failure.get("failure_reason")),
+                                 status)
             record["_ng_failure_terminal"] = bool(failure.get("terminal", False))
             return "failed", record
         result = dict(result["result"]) if isinstance(result.get("result"), dict) else {"result": result.get("result")}
@@ -106,7 +112,8 @@ def describe_error_answer(server: EnvironmentServer, status: int, body: bytes) -
     except orjson.JSONDecodeError:
         answer = None
     if isinstance(answer, dict):
-        cause = answer.get("cause") if isinstance(answer.get("cause"), dict) else answer
+        raw_cause = answer.get("cause")
+        cause: dict[str, Any] = raw_cause if isinstance(raw_cause, dict) else answer
         if isinstance(cause.get("error"), str):
             error_type = str(cause.get("type") or "ServerError")
             where = cause.get("server")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -107,7 +107,7 @@ class JsonlAppender:
 
     def __init__(self, path: Path):
         self.path = path
-        self._file = None
+        self._file: IO[bytes] | None = None
 
     def append(self, row: dict[str, Any]) -> None:
         if self._file is None:

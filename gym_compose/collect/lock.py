@@ -17,10 +17,10 @@ from pathlib import Path
 
 import orjson
 
+from gym_compose.contract import PROJECT_ENV  # set in the collector container by the rendered project
 from gym_compose.errors import UserError
 
 LOCK_FILE = ".writer.lock"
-PROJECT_ENV = "GYM_COMPOSE_PROJECT"  # set in the collector container by the rendered project
 
 
 class RunFolderBusy(UserError):

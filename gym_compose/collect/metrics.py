@@ -55,7 +55,7 @@ def describe(records: list[dict[str, float | int]]) -> dict[str, float]:
     stds = {key: _sample_std(values) for key, values in columns.items()}
     if all(std is None for std in stds.values()):
         stds = {key: 0.0 if len(values) == len(records) else None for key, values in columns.items()}
-    computed = {
+    computed: dict[str, dict[str, float | None]] = {
         "mean": {key: sum(values) / len(values) for key, values in columns.items()},
         "max": {key: float(max(values)) for key, values in columns.items()},
         "min": {key: float(min(values)) for key, values in columns.items()},
@@ -80,11 +80,13 @@ def _sample_std(values: list[float]) -> float | None:
 
 def rollout_info(result: dict[str, Any]) -> dict[str, Any]:
     task_index, rollout_index = rollout_key(result)
-    info: dict[str, Any] = {"rollout_id": f"{task_index}:{rollout_index}", TASK_INDEX: task_index, ROLLOUT_INDEX: rollout_index}
+    info: dict[str, Any] = {"rollout_id": f"{task_index}:{rollout_index}", TASK_INDEX: task_index,
+                            ROLLOUT_INDEX: rollout_index}
     if "reward" in result:
         info["reward"] = result["reward"]
     usage = (result.get("response") or {}).get("usage") or {}
-    for source in (usage, {k: v for k, v in result.items() if not k.startswith("_") and k not in ("reward", "response")}):
+    own_fields = {k: v for k, v in result.items() if not k.startswith("_") and k not in ("reward", "response")}
+    for source in (usage, own_fields):
         for key, value in source.items():
             if isinstance(value, bool):
                 info[key] = int(value)
@@ -110,7 +112,8 @@ def pass_at_k_metrics(tasks: list[list[dict[str, Any]]]) -> dict[str, float]:
         if averages:
             metrics[f"pass@1[avg-of-{k}]/accuracy"] = 100.0 * statistics.fmean(averages)
         if with_answers:
-            votes = [_majority_score(task_answers[:k], values[:k]) for task_answers, values in zip(answers, scores)]
+            votes = [_majority_score(task_answers[:k], values[:k])
+                     for task_answers, values in zip(answers, scores, strict=False)]
             metrics[f"majority@{k}/accuracy"] = 100.0 * statistics.fmean(votes)
     return metrics
 
@@ -127,7 +130,7 @@ def _pass_at_k(values: list[float], k: int) -> float:
 
 
 def _majority_score(answers: list[Any], values: list[float]) -> float:
-    votes = Counter((str(a), v) for a, v in zip(answers, values) if a is not None)
+    votes = Counter((str(a), v) for a, v in zip(answers, values, strict=False) if a is not None)
     if not votes:
         return 0.0
     top = max(votes.values())

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_compose.contract import AGENTS, ENVIRONMENT_SERVERS
 from gym_compose.errors import UserError
 
-ENVIRONMENT_SERVER_TYPE = "environment_servers"
-AGENT_SERVER_TYPE = "responses_api_agents"
+ENVIRONMENT_SERVER_TYPE = ENVIRONMENT_SERVERS
+AGENT_SERVER_TYPE = AGENTS
 ROUTES_KEY = "environment_server_routes"
 
 
@@ -102,7 +103,7 @@ def routing_table_from_config(config: dict[str, Any]) -> RoutingTable:
     for instance, body in config.items():
         if not isinstance(body, dict) or not isinstance(body.get(ENVIRONMENT_SERVER_TYPE), dict):
             continue
-        for implementation, spec in body[ENVIRONMENT_SERVER_TYPE].items():
+        for spec in body[ENVIRONMENT_SERVER_TYPE].values():
             if not isinstance(spec, dict):
                 continue
             servers[str(instance)] = EnvironmentServer(

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-RESOURCES_SERVERS = "resources_servers"
-MODELS = "responses_api_models"
-AGENTS = "responses_api_agents"
-ENVIRONMENT_SERVERS = "environment_servers"
+from gym_compose.contract import AGENTS, ENVIRONMENT_SERVERS, MODELS, RESOURCES_SERVERS, SERVER_TYPES
 
-SERVER_TYPES: tuple[str, ...] = (RESOURCES_SERVERS, MODELS, AGENTS, ENVIRONMENT_SERVERS)
+__all__ = ["AGENTS", "ENVIRONMENT_SERVERS", "MODELS", "RESOURCES_SERVERS", "SERVER_TYPES"]  # and the names below
 
 # Top-level keys that configure the run, never a server instance (NeMo Gym 0.7's list, plus the
 # policy_* values that model configs interpolate and the knobs of rollout collection).

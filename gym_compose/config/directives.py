@@ -15,7 +15,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, Node, OmegaConf, open_dict
 
 from gym_compose.config.suggest import did_you_mean
 from gym_compose.errors import UserError
@@ -44,12 +44,12 @@ def _has(node: DictConfig, key: Any) -> bool:
     return key in node.keys()
 
 
-def _raw(node: DictConfig, key: Any) -> Any:
+def _raw(node: DictConfig | ListConfig, key: Any) -> Any:
     """A child without resolving interpolations or tripping over `???`."""
     child = node._get_node(key)
     if isinstance(child, (DictConfig, ListConfig)):
         return child
-    return child._value() if child is not None else None
+    return child._value() if isinstance(child, Node) else None
 
 
 def _walk(node: DictConfig, root: DictConfig, frozen: DictConfig, path: str, origins: dict[str, str], depth: int,
@@ -60,7 +60,7 @@ def _walk(node: DictConfig, root: DictConfig, frozen: DictConfig, path: str, ori
         if not _has(node, key):  # removed by an earlier _inherit_from at this level
             continue
         value = _raw(node, key)
-        child_path = f"{path}.{key}" if path else str(key)
+        child_path = f"{path}.{key!s}" if path else str(key)
         where = _where(child_path, origins)
 
         late_deletes: set[str] = set()
@@ -129,11 +129,11 @@ def _delete_present_keys(value: DictConfig, path: str, where: str) -> set[str]:
         names = [part.strip() for part in spec.split(",")]
     else:
         raise UserError(f"{path}.{DELETE_KEY}{where}: expected a comma-separated string of keys, got {spec!r}")
-    names = {name for name in names if name}
-    present = {name for name in names if _has(value, name)}
+    wanted = {name for name in names if name}
+    present = {name for name in wanted if _has(value, name)}
     for name in present:
         del value[name]
-    return names - present
+    return wanted - present
 
 
 def _unknown_deletes_message(names: set[str], value: Any, path: str, where: str) -> str:
@@ -157,7 +157,8 @@ def _directive(value: Any, path: str, where: str) -> tuple[list[str] | None, boo
                 source = _raw(value, directive)
                 del value[directive]
                 if not isinstance(source, str) or not source.strip():
-                    raise UserError(f"{path}.{directive}{where}: expected the dotted path of another key, got {source!r}")
+                    raise UserError(
+                        f"{path}.{directive}{where}: expected the dotted path of another key, got {source!r}")
                 return _split(source, path, where), keeps
     return None, False
 
@@ -171,7 +172,7 @@ def _split(source: str, path: str, where: str) -> list[str]:
 
 def _lookup(frozen: DictConfig, source_path: list[str], path: str, where: str) -> Any:
     node: Any = frozen
-    for depth, part in enumerate(source_path):
+    for part in source_path:
         if not isinstance(node, DictConfig) or not _has(node, part):
             siblings = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
             shown = ".".join(source_path)

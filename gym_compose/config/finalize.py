@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationKeyError, InterpolationResolutionError, OmegaConfBaseException
@@ -46,7 +46,9 @@ def raise_on_missing(config: DictConfig, origins: dict[str, str]) -> None:
 def to_plain(config: DictConfig) -> dict[str, Any]:
     """Resolve every interpolation; an interpolation with no target is an error naming it."""
     try:
-        return OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
+        plain = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
+        assert isinstance(plain, dict)  # a DictConfig becomes a dict
+        return cast(dict[str, Any], plain)
     except InterpolationKeyError as error:
         where = f" in {error.full_key}" if getattr(error, "full_key", None) else ""
         missing_key = str(error).split("'")[1] if "'" in str(error) else str(error)

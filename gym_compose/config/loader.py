@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -66,9 +66,11 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
     included = load_includes(top_entries, roots) if top_entries else None
     files = list(included.files_in_merge_order) if included else []
     if included and included.duplicates:
-        warnings.append("note: config(s) included more than once, loaded once: " + ", ".join(sorted(set(included.duplicates))))
+        warnings.append("note: config(s) included more than once, loaded once: "
+                        + ", ".join(sorted(set(included.duplicates))))
 
-    if not request.model_types and not _defines_a_model([f.config for f in files] + ([env_config] if env_config else [])):
+    sources = [f.config for f in files] + ([env_config] if env_config else [])
+    if not request.model_types and not _defines_a_model(sources):
         model_type = ENDPOINT_MODEL_TYPE if request.model_url else DEFAULT_MODEL_TYPE
         default = find_selector_file("model_type", model_type, roots)
         files = list(load_includes([ConfigEntry(str(default.path), default.root)], roots).files_in_merge_order) + files
@@ -166,7 +168,7 @@ def _merge_sources(files: list[LoadedFile], env_config: DictConfig | None, env_f
     merged = OmegaConf.create({})
     for label, config in sources:
         try:
-            merged = OmegaConf.merge(merged, config)
+            merged = cast(DictConfig, OmegaConf.merge(merged, config))  # dicts merged stay a DictConfig
         except OmegaConfBaseException as error:
             raise UserError(f"{label}: cannot merge this file over the configs before it: "
                             f"{str(error).splitlines()[0]}") from None

@@ -91,7 +91,7 @@ def _siblings(config: DictConfig, key: str) -> list[str]:
     if not isinstance(node, DictConfig):
         return []
     prefix = ".".join(parent_parts)
-    return [f"{prefix}.{k}" if prefix else str(k) for k in node.keys()]
+    return [f"{prefix}.{k!s}" if prefix else str(k) for k in node.keys()]
 
 
 def apply_overrides(config: DictConfig, overrides: list[Override]) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 MASK = "****"
 # api_key, token, secret, password as words of a key name (hf_token, client_secret, API-KEY,
@@ -29,6 +28,7 @@ def _redact_value(value: Any, secret: bool) -> Any:
         return {k: _redact_value(v, secret or is_secret_key(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_redact_value(item, secret) for item in value]
-    if secret and value is not None and not isinstance(value, bool):  # a flag is no secret (return_token_id_information)
+    # a flag is no secret (return_token_id_information)
+    if secret and value is not None and not isinstance(value, bool):
         return MASK
     return value

@@ -1,8 +1,10 @@
 """Where configs are found: search roots, named selectors and relative paths.
 
 Every selector and relative path is tried under each root in order, in this project's layout
-(`server_images/<impl>/configs/`) and in NeMo Gym's (`resources_servers/<impl>/configs/`, ...),
-so that a NeMo Gym checkout passed as `--search-dir` resolves with NeMo Gym's own paths.
+(`server_images/<impl>/configs/` for servers with an image of their own, `configs/<name>/` for
+named configs that build no image: the built-in model and agent types, shared blocks) and in
+NeMo Gym's (`resources_servers/<impl>/configs/`, ...), so that a NeMo Gym checkout passed as
+`--search-dir` resolves with NeMo Gym's own paths.
 """
 
 from __future__ import annotations
@@ -13,17 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gym_compose.config.suggest import close_matches
+from gym_compose.contract import AGENTS, ENVIRONMENT_SERVERS, MODELS, RESOURCES_SERVERS
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
 
 SEARCH_PATH_ENV = "GYM_COMPOSE_SEARCH_PATH"
 SERVER_IMAGES = "server_images"
+CONFIGS = "configs"
 
 # NeMo Gym's top-level folder for each selector that names a server implementation.
 NEMO_GYM_SERVER_FOLDERS = {
-    "resources_server": "resources_servers",
-    "model_type": "responses_api_models",
-    "agent_type": "responses_api_agents",
+    "resources_server": RESOURCES_SERVERS,
+    "model_type": MODELS,
+    "agent_type": AGENTS,
 }
 SELECTOR_FLAGS = {
     "resources_server": "--resources-server",
@@ -54,7 +58,8 @@ def _selector_candidates(kind: str, name: str, flavor: str | None) -> list[str]:
     """Root-relative paths a selector may name, most specific layout first."""
     if kind in NEMO_GYM_SERVER_FOLDERS:
         file = f"{flavor or name}.yaml"
-        return [f"{SERVER_IMAGES}/{name}/configs/{file}", f"{NEMO_GYM_SERVER_FOLDERS[kind]}/{name}/configs/{file}"]
+        return [f"{SERVER_IMAGES}/{name}/configs/{file}", f"{CONFIGS}/{name}/{file}",
+                f"{NEMO_GYM_SERVER_FOLDERS[kind]}/{name}/configs/{file}"]
     if kind == "benchmark":
         if flavor:
             return [f"benchmarks/{name}/{flavor}.yaml", f"benchmarks/{name}/{flavor}/config.yaml"]
@@ -65,8 +70,10 @@ def _selector_candidates(kind: str, name: str, flavor: str | None) -> list[str]:
                 f"environments/{name}/{flavor}.yaml",
                 f"environments/{name}/{flavor}/config.yaml",
                 f"{SERVER_IMAGES}/{name}/configs/{flavor}.yaml",
+                f"{CONFIGS}/{name}/{flavor}.yaml",
             ]
-        return [f"environments/{name}/config.yaml", f"{SERVER_IMAGES}/{name}/configs/{name}.yaml"]
+        return [f"environments/{name}/config.yaml", f"{SERVER_IMAGES}/{name}/configs/{name}.yaml",
+                f"{CONFIGS}/{name}/{name}.yaml"]
     raise ValueError(f"unknown selector kind {kind!r}")
 
 
@@ -98,15 +105,21 @@ def find_selector_file(kind: str, value: str, roots: list[Path]) -> FoundFile:
     raise UserError(f"{flag} {value}: no config found. Tried:\n{tried}", hint=hint)
 
 
-# NeMo Gym paths that this project keeps under server_images/ (and the other way round).
-_LAYOUT_ALIASES = [(folder + "/", SERVER_IMAGES + "/") for folder in (*NEMO_GYM_SERVER_FOLDERS.values(), "environment_servers")]
+# NeMo Gym's server folders, which this project keeps under server_images/ (or, for configs of
+# servers with no image of their own, under configs/).
+_NEMO_GYM_FOLDERS = (*NEMO_GYM_SERVER_FOLDERS.values(), ENVIRONMENT_SERVERS)
 
 
 def _alternative_spellings(relative: str) -> list[str]:
+    """`resources_servers/X/configs/F.yaml` is also `server_images/X/configs/F.yaml` and
+    `configs/X/F.yaml` here."""
     spellings = [relative]
-    for nemo_gym_prefix, own_prefix in _LAYOUT_ALIASES:
-        if relative.startswith(nemo_gym_prefix):
-            spellings.append(own_prefix + relative[len(nemo_gym_prefix):])
+    folder, _, rest = relative.partition("/")
+    if folder in _NEMO_GYM_FOLDERS and rest:
+        spellings.append(f"{SERVER_IMAGES}/{rest}")
+        implementation, _, inside = rest.partition("/")
+        if inside.startswith("configs/"):
+            spellings.append(f"{CONFIGS}/{implementation}/{inside[len('configs/'):]}")
     return spellings
 
 
@@ -116,14 +129,20 @@ def resolve_path(path: str | Path, roots: list[Path], first_root: Path | None = 
     Tried under `first_root` (the root of the file that wrote it), then every search root; a NeMo Gym
     server path (`resources_servers/X/...`) also matches this project's `server_images/X/...`.
     """
+    found = find_path(path, roots, first_root)
+    return found.path if found is not None else None
+
+
+def find_path(path: str | Path, roots: list[Path], first_root: Path | None = None) -> FoundFile | None:
+    """`resolve_path`, also saying which root the path was found under (an absolute path: its folder)."""
     path = Path(path).expanduser()
     if path.is_absolute():
-        return path if path.exists() else None
+        return FoundFile(path, path.parent) if path.exists() else None
     ordered = ([first_root] if first_root is not None else []) + [r for r in roots if r != first_root]
     for spelling in _alternative_spellings(path.as_posix()):
         for root in ordered:
             if (root / spelling).exists():
-                return root / spelling
+                return FoundFile(root / spelling, root)
     return None
 
 
@@ -151,17 +170,17 @@ class Component:
     path: Path
 
 
-def _server_image_kind(config_file: Path, implementation: str) -> str | None:
-    """What a server_images/<impl>/configs/*.yaml file selects, judged by the server type that
-    defines `<impl>` in it."""
+def _selected_kind(config_file: Path, implementation: str) -> str | None:
+    """What a server_images/<impl>/configs/*.yaml or configs/<impl>/*.yaml file selects, judged by
+    the server type that defines `<impl>` in it (None: a shared block that defines no server)."""
     import yaml
 
     try:
         data = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
         return None
-    kinds = {"resources_servers": "resources_server", "responses_api_models": "model_type",
-             "responses_api_agents": "agent_type", "environment_servers": "environment"}
+    kinds = {RESOURCES_SERVERS: "resources_server", MODELS: "model_type", AGENTS: "agent_type",
+             ENVIRONMENT_SERVERS: "environment"}
     found = None
     for instance in data.values() if isinstance(data, dict) else []:
         if not isinstance(instance, dict):
@@ -188,9 +207,11 @@ def discover(roots: Iterable[Path]) -> list[Component]:
         found.setdefault((kind, selector), Component(kind, selector, path))
 
     for root in roots:
-        for config in sorted(root.glob(f"{SERVER_IMAGES}/*/configs/*.yaml")):
-            name = config.parent.parent.name
-            kind = _server_image_kind(config, name)
+        own_layout = [(config, config.parent.parent.name)
+                      for config in sorted(root.glob(f"{SERVER_IMAGES}/*/configs/*.yaml"))]
+        own_layout += [(config, config.parent.name) for config in sorted(root.glob(f"{CONFIGS}/*/*.yaml"))]
+        for config, name in own_layout:
+            kind = _selected_kind(config, name)
             if kind:
                 add(kind, _flavored(name, config.stem, name), config)
         for kind, folder in NEMO_GYM_SERVER_FOLDERS.items():

@@ -27,7 +27,8 @@ def validate(data: dict[str, Any], origins: dict[str, str]) -> list[str]:
         if isinstance(value, dict):
             _check_shape(name, value, _from(name, origins))
         elif close_matches(name, RESERVED_KEYS):
-            warnings.append(f"top-level key {name!r}{_from(name, origins)} is not a known setting{did_you_mean(name, RESERVED_KEYS)}")
+            warnings.append(f"top-level key {name!r}{_from(name, origins)} is not a known setting"
+                            f"{did_you_mean(name, RESERVED_KEYS)}")
     found = instances(data)
     by_name = {i.name: i for i in found}
     for instance in found:
@@ -63,7 +64,8 @@ def _check_shape(name: str, value: dict[str, Any], where: str) -> None:
     implementations = value[server_type]
     if not isinstance(implementations, dict) or len(implementations) != 1:
         count = len(implementations) if isinstance(implementations, dict) else 0
-        listed = f" ({', '.join(map(str, implementations))})" if isinstance(implementations, dict) and implementations else ""
+        listed = (f" ({', '.join(map(str, implementations))})"
+                  if isinstance(implementations, dict) and implementations else "")
         raise UserError(
             f"instance {name!r}{where}: {server_type} must hold exactly one implementation, found {count}{listed}",
             hint=f"write {name}: {{{server_type}: {{<implementation>: {{entrypoint: app.py, ...}}}}}}",
@@ -136,7 +138,8 @@ def _check_references(instance: ServerInstance, by_name: dict[str, ServerInstanc
             )
         ref_type = value.get("type", expected)
         if ref_type not in SERVER_TYPES:
-            raise UserError(f"{field_path}.type{where}: unknown server type {ref_type!r}{did_you_mean(str(ref_type), SERVER_TYPES)}")
+            raise UserError(f"{field_path}.type{where}: unknown server type {ref_type!r}"
+                            f"{did_you_mean(str(ref_type), SERVER_TYPES)}")
         if expected is not None and ref_type != expected:
             raise UserError(f"{field_path}.type{where}: {field} must have type {expected}, got {ref_type!r}")
         target_name = value["name"]

@@ -1,95 +1,51 @@
 """`docker compose` for one project: up (with readiness), ps, logs, watch, one-off runs, stop, down.
 
-Every call has a timeout; the idempotent ones (ps, inspect, down) retry. A failed `up` is turned
-into a `StackNotHealthy` error that names each unhealthy service with its state, whether it was
-OOM-killed, its last healthcheck output and its last log lines (see `postmortem`). `down` removes
-the project's one-off containers too and fails, naming them, when anything of the project is left.
+The compose target of `engine.target.DeployedStack`. Every call has a timeout; the idempotent
+ones (ps, inspect, down) retry. A failed `up` is turned into a `StackNotHealthy` error that names
+each unhealthy service with its state, whether it was OOM-killed, its last healthcheck output and
+its last log lines (see `postmortem`). `down` removes the project's one-off containers too and
+fails, naming them, when anything of the project is left.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from gym_compose.contract import PROJECT_LABEL
+from gym_compose.engine import postmortem
+from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
 from gym_compose.engine.docker_cli import DockerProcess, indented_tail, run_docker, start_docker
-from gym_compose.engine.postmortem import failure_report
+from gym_compose.engine.target import (
+    EXITED_STATES,
+    Leftovers,
+    ServiceState,
+    StackCheck,
+    StackNotHealthy,
+    check_servers,
+)
 from gym_compose.errors import UserError
-from gym_compose.plan import PROJECT_LABEL
+
+__all__ = ["ComposeProject", "Leftovers", "ServiceState", "StackCheck", "StackNotHealthy"]
 
 WAIT_POLL_SECONDS = 0.5
+UP_TIMEOUT_SECONDS = 300
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 ONE_OFF_LABEL = "com.docker.compose.oneoff"
 SERVICE_LABEL = "com.docker.compose.service"
-
-
-@dataclass(frozen=True)
-class ServiceState:
-    service: str
-    container: str
-    state: str  # running | exited | created | ...
-    health: str  # healthy | unhealthy | starting | "" (no healthcheck)
-    exit_code: int
-    publishers: list[dict]
-    one_off: bool = False  # a `compose run` container (the collector), not a server
-
-    @property
-    def serving(self) -> bool:
-        return self.state == "running" and self.health in ("healthy", "")
-
-    @property
-    def published(self) -> list[str]:
-        return sorted(
-            {f"{p['URL'] or '0.0.0.0'}:{p['PublishedPort']}" for p in self.publishers if p.get("PublishedPort")}
-        )
-
-
-class StackNotHealthy(UserError):
-    def __init__(self, message: str, report: str):
-        super().__init__(
-            f"{message}\n{report}",
-            hint="the stack was removed; the lines above are each failing service's last words. "
-            "Fix the cause and run the command again",
-        )
-
-
-@dataclass(frozen=True)
-class StackCheck:
-    """The servers of a stack seen by one `ps`: those that died, those paused, whether any is left."""
-
-    dead: list[ServiceState] = field(default_factory=list)
-    paused: list[str] = field(default_factory=list)
-    empty: bool = False
-
-
-@dataclass(frozen=True)
-class Leftovers:
-    containers: list[str]
-    networks: list[str]
-    volumes: list[str]
-
-    def __bool__(self) -> bool:
-        return bool(self.containers or self.networks or self.volumes)
-
-    def count(self) -> str:
-        """`5 containers, 1 network`."""
-        counts = [(len(self.containers), "container"), (len(self.networks), "network"), (len(self.volumes), "volume")]
-        return ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for n, kind in counts if n)
-
-    def describe(self) -> str:
-        parts = [f"{kind} {', '.join(names)}" for kind, names in
-                 (("containers", self.containers), ("networks", self.networks), ("volumes", self.volumes)) if names]
-        return "; ".join(parts)
+PORT_TAKEN = ("port is already allocated", "address already in use")
 
 
 @dataclass(frozen=True)
 class ComposeProject:
     name: str
     compose_file: Path | None = None
+    clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
+    sandbox_backend: str | None = "docker"  # the broker starts sandboxes through the engine's API
 
     def compose_args(self) -> list[str]:
         args = ["compose", "-p", self.name]
@@ -97,7 +53,7 @@ class ComposeProject:
             args += ["-f", str(self.compose_file)]
         return args
 
-    def up(self, wait_timeout: int, services: list[str] | None = None) -> None:
+    def up(self, wait_timeout: float, services: Sequence[str] | None = None) -> None:
         """Start every server and wait until all are healthy; on failure raise StackNotHealthy.
 
         The wait is ours rather than `up --wait`: a container that exits during start-up fails
@@ -105,27 +61,28 @@ class ComposeProject:
         """
         args = [*self.compose_args(), "up", "--detach", "--no-build", "--pull", "never", "--remove-orphans",
                 *(services or [])]
-        result = run_docker(args, timeout=300, check=False)
+        result = run_docker(args, timeout=UP_TIMEOUT_SECONDS, check=False)
         if not result.ok:
             output = result.stderr or result.stdout
-            if "port is already allocated" in output or "address already in use" in output:
+            if any(words in output for words in PORT_TAKEN):
                 raise UserError(
                     f"a port this stack publishes is already in use:\n{indented_tail(output, 3)}",
                     hint="another stack or program holds it: pick another with --head-port PORT "
                     "(with --publish, the servers take the ports after it)",
                 )
-            raise StackNotHealthy("the stack could not start:", indented_tail(output, 10) + "\n" + failure_report(self))
-        deadline = time.monotonic() + wait_timeout
+            raise StackNotHealthy("the stack could not start:",
+                                  indented_tail(output, 10) + "\n" + postmortem.failure_report(self))
+        deadline = self.clock.monotonic() + wait_timeout
         while True:
             states = [s for s in self.ps() if not s.one_off]
-            dead = [s.service for s in states if s.state in ("exited", "dead", "removing")]
+            dead = [s.service for s in states if s.state in EXITED_STATES]
             if dead:
-                raise StackNotHealthy(f"{', '.join(dead)} stopped during start-up:", failure_report(self))
+                raise StackNotHealthy(f"{', '.join(dead)} stopped during start-up:", postmortem.failure_report(self))
             if states and all(s.serving for s in states):
                 return
-            if time.monotonic() > deadline:
-                raise StackNotHealthy(f"not healthy within {wait_timeout} s:", failure_report(self))
-            time.sleep(WAIT_POLL_SECONDS)
+            if self.clock.monotonic() > deadline:
+                raise StackNotHealthy(f"not healthy within {wait_timeout:.0f} s:", postmortem.failure_report(self))
+            self.clock.sleep(WAIT_POLL_SECONDS)
 
     def ps(self) -> list[ServiceState]:
         result = run_docker([*self.compose_args(), "ps", "--all", "--format", "json"], timeout=30, retries=2)
@@ -133,21 +90,15 @@ class ComposeProject:
 
     def check_stack(self, services: Sequence[str]) -> StackCheck:
         """Which of `services` (the servers) died, are paused, or are gone; one `ps`."""
-        states = {s.service: s for s in self.ps() if not s.one_off}
-        if not states:
-            return StackCheck(empty=True)
-        dead, paused = [], []
-        for service in services:
-            state = states.get(service)
-            if state is None:
-                dead.append(ServiceState(service, "", "missing", "", 0, []))
-            elif state.state == "paused":
-                paused.append(service)
-            elif state.state != "running":
-                dead.append(state)
-        return StackCheck(dead=dead, paused=paused)
+        return check_servers(self.ps(), services)
 
-    def follow_logs(self, services: list[str], follow: bool, tail: str | None) -> DockerProcess:
+    def log_tail(self, service: str) -> list[str]:
+        return postmortem.indented_log(self, service)
+
+    def describe_death(self, state: ServiceState) -> str:
+        return postmortem.describe_death(state)
+
+    def follow_logs(self, services: Sequence[str], follow: bool, tail: str | None) -> DockerProcess:
         """`compose logs` to our stdout, running until it ends or its owner stops it."""
         args = [*self.compose_args(), "logs"]
         if follow:

@@ -7,8 +7,11 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
+from gym_compose.contract import IMAGE_LABEL
+
+__all__ = ["IMAGE_LABEL", "ImageSettings"]  # and the names below
+
 DEFAULT_IMAGE_PREFIX = "gym-compose"
-IMAGE_LABEL = "io.gym-compose.image"
 DEFAULT_PUBLIC_BASE = "python:3.11-slim"
 PYTHON_VERSION = "3.11"
 DEBIAN_SUITE = "bookworm"

@@ -23,7 +23,12 @@ from gym_compose.engine.image_build import build_image, inspect_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
 from gym_compose.engine.image_settings import IMAGE_LABEL, PYTHON_VERSION, ImageSettings
 from gym_compose.engine.native_build import (
-    IMAGE_SETUP, NATIVE_PREPARE, NativeSources, ensure_native_sources, native_env, native_requirements,
+    IMAGE_SETUP,
+    NATIVE_PREPARE,
+    NativeSources,
+    ensure_native_sources,
+    native_env,
+    native_requirements,
 )
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
@@ -36,7 +41,7 @@ DOCKER_DIR = PROJECT_ROOT / "docker"
 RUNTIME_REQUIREMENTS = DOCKER_DIR / "runtime-requirements.txt"
 # The part of the package that runs in containers (docs/architecture.md): the rest is host-only,
 # and leaving it out keeps edits to it from rebuilding the base.
-CONTAINER_MODULES = frozenset({"__init__.py", "errors.py", "server", "collect", "sandbox"})
+CONTAINER_MODULES = frozenset({"__init__.py", "errors.py", "contract.py", "server", "collect", "sandbox"})
 # Never copied into a server image: tests and caches (data/ and configs/ are).
 SERVER_SKIPPED = ("tests",)
 PULL_TIMEOUT_S = 900
@@ -170,6 +175,7 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
         if native:
             sources = ensure_native_sources(native, settings.cache_dir, progress)
             _native_context(implementation_dir, sources, settings, context / "native", progress)
+            assert builder is not None  # looked up above for a native build
             build_args["BUILDER_IMAGE"] = builder["RepoTags"][0] if builder.get("RepoTags") else builder["Id"]
             own_needs = requirements + "".join(f"{line}\n" for line in sources.runtime_requires)
             setup = context / "image_setup"

@@ -88,14 +88,20 @@ def ensure_native_sources(requirements: str, cache_dir: Path, progress: Callable
     return NativeSources(sdists, build_requires, runtime_requires)
 
 
+def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo | None) -> bytes:
+    """A regular file's bytes; nothing for a missing member (or one that is not a file)."""
+    handle = archive.extractfile(member) if member is not None else None
+    return handle.read() if handle is not None else b""
+
+
 def read_sdist_requirements(sdist: Path) -> tuple[list[str], list[str]]:
     """(build-system requires, unconditional Requires-Dist) of an sdist, read without building it."""
     try:
         with tarfile.open(sdist) as archive:
             members = {member.name.split("/", 1)[-1]: member for member in archive.getmembers()
                        if member.name.count("/") == 1}
-            pyproject = archive.extractfile(members["pyproject.toml"]).read() if "pyproject.toml" in members else b""
-            pkg_info = archive.extractfile(members["PKG-INFO"]).read() if "PKG-INFO" in members else b""
+            pyproject = _member_bytes(archive, members.get("pyproject.toml"))
+            pkg_info = _member_bytes(archive, members.get("PKG-INFO"))
     except (tarfile.TarError, OSError, KeyError) as error:
         raise UserError(f"cannot read the source distribution {sdist}: {error}",
                         hint="delete it from the cache (it may be truncated) and build again") from None

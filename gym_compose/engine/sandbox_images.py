@@ -39,8 +39,8 @@ def ensure_sandbox_build(folder: Path, name: str, base_tag: str, sandbox_tag: st
     settings = ImageSettings.from_env()
     if not (folder / "Dockerfile").is_file():
         raise UserError(f"sandbox image folder {folder} has no Dockerfile",
-                        hint="add one (e.g. `ARG SANDBOX_IMAGE` / `FROM ${SANDBOX_IMAGE}` / `RUN ...`), or name an image "
-                        "with sandbox_config.image")
+                        hint="add one (e.g. `ARG SANDBOX_IMAGE` / `FROM ${SANDBOX_IMAGE}` / `RUN ...`), or name an "
+                        "image with sandbox_config.image")
     files = tree_files(folder)
     digest = (ContentHash().add_text("sandbox", sandbox_tag).add_text("base", base_tag)
               .add_tree("folder", folder, files).hexdigest())
@@ -52,7 +52,8 @@ def ensure_sandbox_build(folder: Path, name: str, base_tag: str, sandbox_tag: st
 def require_image(image: str, where: str) -> str:
     if not image_exists(image):
         raise UserError(
-            f"{where}: sandbox image {image!r} is not on this Docker engine (and gym-compose pulls nothing for sandboxes)",
+            f"{where}: sandbox image {image!r} is not on this Docker engine "
+            "(and gym-compose pulls nothing for sandboxes)",
             hint="build or load it first, ship a build folder with the server (sandbox_config.build), or leave "
             "sandbox_config.image out for gym-compose's default sandbox image")
     return image

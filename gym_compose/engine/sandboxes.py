@@ -14,8 +14,11 @@ from datetime import datetime, timezone
 from typing import Optional
 from urllib.parse import urlsplit
 
+from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR
 from gym_compose.engine.docker_cli import run_docker, run_docker_attached
-from gym_compose.sandbox.policy import PROJECT_LABEL, ROLE_LABEL, SANDBOX_LABEL, SERVER_LABEL
+from gym_compose.sandbox.policy import SANDBOX_LABEL, SERVER_LABEL
+from gym_compose.sandbox.tokens import BROKER_SECRET
+from gym_compose.sandbox_stack.plan import BROKER_PORT
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 BROKER_STOP_GRACE_S = 10
@@ -59,7 +62,7 @@ def list_sandboxes(project: str) -> list[SandboxContainer]:
     details = {item["Id"]: item for item in json.loads(inspected.stdout or "[]")} if inspected.ok else {}
     found = []
     for row in rows:
-        item = next((value for key, value in details.items() if key.startswith(row["ID"])), {})
+        item: dict = next((value for key, value in details.items() if key.startswith(row["ID"])), {})
         labels = (item.get("Config") or {}).get("Labels") or {}
         found.append(SandboxContainer(
             name=row.get("Names", ""), container_id=row["ID"], server=labels.get(SERVER_LABEL, "?"),
@@ -93,8 +96,8 @@ def _labelled(project: str, label: str, running_only: bool = False) -> list[str]
 def broker_leases(project: str, broker_service: str) -> dict[str, dict]:
     """sandbox id -> the broker's view (state, session) from the running broker; {} when it is not up."""
     script = ("import json,os,urllib.request as u;"
-              "t=open('/run/secrets/sandbox_broker_token').read().strip();"
-              "r=u.Request('http://127.0.0.1:8000/v1/sandboxes',headers={'Authorization':'Bearer '+t});"
+              f"t=open('{SECRETS_DIR}/{BROKER_SECRET}').read().strip();"
+              f"r=u.Request('http://127.0.0.1:{BROKER_PORT}/v1/sandboxes',headers={{'Authorization':'Bearer '+t}});"
               "print(u.urlopen(r,timeout=10).read().decode())")
     result = run_docker(["compose", "-p", project, "exec", "-T", broker_service, "python", "-c", script],
                         timeout=30, check=False)

@@ -12,12 +12,25 @@ Declaring sandboxes in a server's config, the broker, limits and isolation: docs
 
 from gym_compose.sandbox.api import AsyncSandbox, Sandbox, SandboxPty
 from gym_compose.sandbox.client import (
-    BrokerProvider, create_provider, get_provider_class, list_providers, register_provider,
+    BrokerProvider,
+    create_provider,
+    get_provider_class,
+    list_providers,
+    register_provider,
 )
 from gym_compose.sandbox.provider_config import resolve_provider_config, resolve_provider_metadata
 from gym_compose.sandbox.types import (
-    ExecResult, SandboxCreateError, SandboxCreateVerificationError, SandboxDeadError, SandboxError, SandboxExecResult,
-    SandboxHandle, SandboxPtyError, SandboxResources, SandboxSpec, SandboxStatus,
+    ExecResult,
+    SandboxCreateError,
+    SandboxCreateVerificationError,
+    SandboxDeadError,
+    SandboxError,
+    SandboxExecResult,
+    SandboxHandle,
+    SandboxPtyError,
+    SandboxResources,
+    SandboxSpec,
+    SandboxStatus,
 )
 from gym_compose.sandbox.utils import cpu_cap_env, rewrite_image
 

@@ -123,9 +123,9 @@ class Agent(object):
         before = oom_kills()
         started = time.monotonic()
         try:
-            process = subprocess.Popen([request.get("shell") or self.shell, "-c", request["command"]], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
-                                       start_new_session=True)
+            process = subprocess.Popen([request.get("shell") or self.shell, "-c", request["command"]],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       cwd=cwd, env=env, start_new_session=True)
         except OSError as error:  # e.g. the working directory does not exist
             return {"return_code": 126, "stdout": "", "stderr": "%s\n" % error, "timed_out": False,
                     "oom": False, "truncated": False, "duration_s": 0.0}

@@ -12,18 +12,29 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import quote, urlsplit
 
+from gym_compose.contract import CONFIG_PATH_ENV
 from gym_compose.sandbox.tokens import SERVER_HEADER
 from gym_compose.sandbox.types import (
-    SandboxCreateError, SandboxDeadError, SandboxError, SandboxExecResult, SandboxHandle, SandboxSpec, SandboxStatus,
+    SandboxCreateError,
+    SandboxDeadError,
+    SandboxError,
+    SandboxExecResult,
+    SandboxHandle,
+    SandboxResources,
+    SandboxSpec,
+    SandboxStatus,
 )
+
+if TYPE_CHECKING:
+    from gym_compose.server.http_client import HttpClient
 
 BROKER_ENV = "GYM_COMPOSE_SANDBOX_BROKER"
 TOKEN_FILE_ENV = "GYM_COMPOSE_SANDBOX_TOKEN_FILE"
 SERVER_ENV = "GYM_COMPOSE_SANDBOX_SERVER"
-INSTANCE_ENV = "NEMO_GYM_CONFIG_PATH"
+INSTANCE_ENV = CONFIG_PATH_ENV
 PROVIDER_NAME = "gym_compose"
 DEAD_RETURN_CODE = 125  # NeMo Gym's "the sandbox runtime failed, not the command"
 REQUEST_MARGIN_S = 30.0
@@ -48,7 +59,7 @@ class BrokerProvider:
     def __init__(self, broker: Optional[str] = None, token: Optional[str] = None, server: Optional[str] = None,
                  **ignored: Any):
         self._broker, self._token, self._server = broker, token, server
-        self._http = None
+        self._http: Optional[HttpClient] = None
 
     # -- connection ------------------------------------------------------------------------------
 
@@ -90,7 +101,8 @@ class BrokerProvider:
             return response.body[:500].decode("utf-8", "replace")
         if isinstance(body, dict):
             if isinstance(body.get("detail"), list):
-                return "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}" for d in body["detail"])
+                return "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
+                                 for d in body["detail"])
             return str(body.get("error") or body)
         return str(body)
 
@@ -103,10 +115,13 @@ class BrokerProvider:
         if spec.ports:
             raise SandboxCreateError("gym-compose sandboxes publish no ports (SandboxSpec.ports); the server that "
                                      "leases a sandbox reaches it over their shared sandbox network")
+        resources = spec.resources  # SandboxSpec turned a mapping into SandboxResources
+        assert isinstance(resources, SandboxResources)
         body: dict[str, Any] = {"image": spec.image, "workdir": spec.workdir, "env": dict(spec.env),
                                 "metadata": dict(spec.metadata), "ttl_s": spec.ttl_s,
-                                "ready_timeout_s": spec.ready_timeout_s, "provider_options": dict(spec.provider_options),
-                                "cpu": spec.resources.cpu, "memory_mib": spec.resources.memory_mib}
+                                "ready_timeout_s": spec.ready_timeout_s,
+                                "provider_options": dict(spec.provider_options),
+                                "cpu": resources.cpu, "memory_mib": resources.memory_mib}
         body = {key: value for key, value in body.items() if value not in (None, {}, "")}
         wait = float(spec.ready_timeout_s or 300.0) + LEASE_MARGIN_S
         try:
@@ -149,7 +164,8 @@ class BrokerProvider:
     async def upload_file(self, handle: SandboxHandle, source_path: Path, target_path: str) -> None:
         await self.write_bytes(handle, Path(source_path).read_bytes(), target_path)
 
-    async def write_bytes(self, handle: SandboxHandle, data: bytes, target_path: str, mode: Optional[int] = None) -> None:
+    async def write_bytes(self, handle: SandboxHandle, data: bytes, target_path: str,
+                          mode: Optional[int] = None) -> None:
         query = f"path={quote(target_path)}" + (f"&mode={mode:o}" if mode is not None else "")
         response = await self._files("PUT", handle, query, content=data)
         if response.status != 200:
@@ -196,7 +212,8 @@ class BrokerProvider:
         except (OSError, TimeoutError) as error:
             raise SandboxError(f"sandbox broker unreachable while releasing {handle.sandbox_id}: {error}") from None
         if response.status not in (200, 404, 410):
-            raise SandboxError(f"release of {handle.sandbox_id} failed (HTTP {response.status}): {self._error(response)}")
+            raise SandboxError(
+                f"release of {handle.sandbox_id} failed (HTTP {response.status}): {self._error(response)}")
 
     async def aclose(self) -> None:
         if self._http is not None:

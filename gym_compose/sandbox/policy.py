@@ -10,6 +10,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gym_compose.contract import LABEL_PREFIX, PROJECT_LABEL, ROLE_LABEL
+
+__all__ = ["PROJECT_LABEL", "ROLE_LABEL"]  # with the sandbox labels below, what every sandbox carries
+
 NetworkPolicy = Literal["none", "internal", "egress"]
 NETWORK_POLICIES: tuple[str, ...] = ("none", "internal", "egress")
 
@@ -19,10 +23,8 @@ ALLOWED_CAPABILITIES = frozenset({"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "
                                   "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "AUDIT_WRITE"})
 
 # Sandbox labels (every container the broker makes carries them).
-PROJECT_LABEL = "io.gym-compose.project"
-SANDBOX_LABEL = "io.gym-compose.sandbox"
-SERVER_LABEL = "io.gym-compose.sandbox.server"
-ROLE_LABEL = "io.gym-compose.role"
+SANDBOX_LABEL = f"{LABEL_PREFIX}.sandbox"
+SERVER_LABEL = f"{LABEL_PREFIX}.sandbox.server"
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -144,7 +146,8 @@ def refusal(policy: SandboxPolicy, request: LeaseRequest, image: str) -> Optiona
         return (f"provider_options {', '.join(forbidden)} refused: gym-compose sandboxes never get host mounts, "
                 "extra privileges, devices or other networks")
     if request.cpu is not None and request.cpu > policy.cpus:
-        return f"cpu {request.cpu} exceeds the plan's limit for {policy.server} ({policy.cpus}); raise sandbox_config cpus"
+        return (f"cpu {request.cpu} exceeds the plan's limit for {policy.server} ({policy.cpus}); "
+                "raise sandbox_config cpus")
     if request.memory_mib is not None and request.memory_mib << 20 > policy.memory_bytes:
         return (f"memory {request.memory_mib} MiB exceeds the plan's limit for {policy.server} ({policy.memory}); "
                 "raise sandbox_config memory")

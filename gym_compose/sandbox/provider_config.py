@@ -53,7 +53,8 @@ def provider_block(reference: str | Mapping[str, Any], config: Mapping[str, Any]
     return dict(block)
 
 
-def resolve_provider_config(reference: str | Mapping[str, Any], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def resolve_provider_config(reference: str | Mapping[str, Any],
+                            config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`{provider_name: settings}` for `create_provider`, without the reserved keys."""
     block = provider_block(reference, config)
     keys = [key for key in block if key != DEFAULT_METADATA_KEY]
@@ -62,7 +63,8 @@ def resolve_provider_config(reference: str | Mapping[str, Any], config: Mapping[
     return {keys[0]: block[keys[0]]}
 
 
-def resolve_provider_metadata(reference: str | Mapping[str, Any], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def resolve_provider_metadata(reference: str | Mapping[str, Any],
+                              config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     metadata = provider_block(reference, config).get(DEFAULT_METADATA_KEY) or {}
     if not isinstance(metadata, Mapping):
         raise ValueError(f"`{DEFAULT_METADATA_KEY}` of a sandbox provider block must be a mapping, got {metadata!r}")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import sys
 
 from gym_compose.engine.sandboxes import (
-    SandboxContainer, broker_leases, exec_in_sandbox, list_sandboxes,
+    SandboxContainer,
+    broker_leases,
+    exec_in_sandbox,
+    list_sandboxes,
 )
 from gym_compose.errors import UserError
 from gym_compose.sandbox_stack.plan import BROKER_SERVICE
@@ -27,7 +30,7 @@ def print_sandboxes(project: str) -> None:
     print()
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
 def find_sandbox(project: str, name: str | None) -> SandboxContainer:

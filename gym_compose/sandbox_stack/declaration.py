@@ -7,7 +7,8 @@ the broker enforces. Pure: no Docker, no files.
         python_sandbox:
           sandbox_provider: sandbox            # optional; NeMo Gym's reference to a top-level block
           sandbox_config:
-            image: my/image:tag                # or build: sandbox_image (a folder next to app.py); default: gym-compose's
+            image: my/image:tag                # or build: sandbox_image (a folder next to app.py);
+                                               # default: gym-compose's
             cpus: 1                            # (NeMo Gym: resources: {cpu, memory_mib})
             memory: 512m
             pids: 256
@@ -108,7 +109,8 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path]) -> Opti
     for key, minimum in (("cpus", 0.01), ("pids", 16), ("memory_bytes", 6 << 20), ("warm_pool", 0), ("ttl_s", 1),
                          ("timeout_s", 0.001), ("max_output_bytes", 1)):
         if getattr(policy, key) < minimum:
-            raise UserError(f"{where}: {key.replace('_bytes', '')} must be at least {minimum}, got {getattr(policy, key)}")
+            raise UserError(
+                f"{where}: {key.replace('_bytes', '')} must be at least {minimum}, got {getattr(policy, key)}")
     image, build = block.get("image"), block.get("build")
     if image and build:
         raise UserError(f"{where}: give `image` or `build`, not both")

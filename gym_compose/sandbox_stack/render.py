@@ -9,10 +9,11 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SERVER_USER
 from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
-from gym_compose.sandbox.policy import BrokerSettings, PROJECT_LABEL, ROLE_LABEL
+from gym_compose.sandbox.policy import BrokerSettings
 from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
-from gym_compose.sandbox_stack.plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK, SandboxPlan
+from gym_compose.sandbox_stack.plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK
 
 if TYPE_CHECKING:
     from gym_compose.plan import Stack
@@ -25,7 +26,8 @@ SOCKET_TARGET = "/var/run/docker.sock"
 
 
 def broker_settings(stack: "Stack", images: dict[str, str]) -> BrokerSettings:
-    plan: SandboxPlan = stack.sandboxes
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
     servers = {}
     for server in plan.servers:
         image = images.get(server.image_key) or server.image or server.image_key
@@ -41,7 +43,8 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
 
     `server_spec` is a rendered server service to take the hardening defaults from; `socket` is
     (host socket path, its group id, whether the engine is rootless) from the engine."""
-    plan: SandboxPlan = stack.sandboxes
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
     labels = {PROJECT_LABEL: stack.project}
     networks = model.setdefault("networks", {})
     networks[CONTROL_NETWORK] = {"name": f"{stack.project}-{CONTROL_NETWORK}", "internal": True,
@@ -58,7 +61,7 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
         secret = server_secret_name(server.instance)
         service["secrets"] = sorted({*service.get("secrets", []), secret})
         service.setdefault("environment", {}).update({
-            BROKER_ENV: f"http://{BROKER_SERVICE}:{BROKER_PORT}", TOKEN_FILE_ENV: f"/run/secrets/{secret}"})
+            BROKER_ENV: f"http://{BROKER_SERVICE}:{BROKER_PORT}", TOKEN_FILE_ENV: f"{SECRETS_DIR}/{secret}"})
     model["services"][BROKER_SERVICE] = _broker_service(stack, images, server_spec, labels, socket)
     declared = model.setdefault("secrets", {})
     for name in [BROKER_SECRET, *(server_secret_name(s.instance) for s in plan.servers)]:
@@ -71,29 +74,22 @@ def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[st
     settings = broker_settings(stack, images)
     healthcheck = dict(server_spec["healthcheck"])
     healthcheck["test"] = [*healthcheck["test"][:-1], str(BROKER_PORT)]
-    spec: dict[str, Any] = {
+    from gym_compose.render import load_template
+
+    spec: dict[str, Any] = load_template("sandbox_broker")
+    spec.update({
         "image": images.get(BROKER_SERVICE, images.get("base")),
-        "restart": "no",
         # The socket's group is the one right the broker needs; without a known group (a rootless or
         # remote engine's socket) it runs as the container's root, which such engines map to a user.
-        "user": "10001:10001" if gid is not None and not rootless else "0:0",
-        "read_only": True,
-        "tmpfs": ["/tmp:size=16m"],
-        "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges:true"],
-        "init": True,
-        "stop_grace_period": "10s",
-        "mem_limit": "768m",  # file transfers (up to 128 MiB each) pass through it
-        "pids_limit": 256,
-        "entrypoint": ["python", "-m", "gym_compose.sandbox.broker"],
+        "user": SERVER_USER if gid is not None and not rootless else "0:0",
         "labels": {**labels, ROLE_LABEL: "sandbox-broker"},
         "environment": {POLICY_ENV: json.dumps(settings.model_dump(mode="json"), separators=(",", ":")),
-                        "GYM_COMPOSE_BIND_HOST": "0.0.0.0"},
+                        BIND_HOST_ENV: BIND_ALL},
         "volumes": [{"type": "bind", "source": path, "target": SOCKET_TARGET}],
         "secrets": [BROKER_SECRET],
         "networks": [CONTROL_NETWORK],
         "healthcheck": healthcheck,
-    }
+    })
     if gid is not None and not rootless:
         spec["group_add"] = [str(gid)]
     return spec
@@ -101,7 +97,8 @@ def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[st
 
 def write_secrets(stack: "Stack", out_dir: Path) -> None:
     """The project secret (reused when the folder already holds one) and each server's token."""
-    plan: SandboxPlan = stack.sandboxes
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
     folder = out_dir / "secrets"
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)

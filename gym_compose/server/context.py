@@ -9,16 +9,21 @@ from typing import Any
 
 import yaml
 
-CONFIG_DICT_ENV = "NEMO_GYM_CONFIG_DICT"
-CONFIG_PATH_ENV = "NEMO_GYM_CONFIG_PATH"
-BIND_HOST_ENV = "GYM_COMPOSE_BIND_HOST"
-SERVER_DIR_ENV = "GYM_COMPOSE_SERVER_DIR"
-SECRETS_DIR_ENV = "GYM_COMPOSE_SECRETS_DIR"
-HEAD_VIEW_ENV = "GYM_COMPOSE_HEAD_VIEW"
+from gym_compose.contract import (
+    BIND_HOST_ENV,
+    CONFIG_DICT_ENV,
+    CONFIG_PATH_ENV,
+    HEAD_INSTANCE,
+    HEAD_VIEW_ENV,
+    SECRET_PREFIX,
+    SECRETS_DIR,
+    SECRETS_DIR_ENV,
+    SERVER_DIR_ENV,
+    SERVER_TYPES,
+)
 
-HEAD_INSTANCE = "head_server"
-SERVER_TYPES = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
-SECRET_PREFIX = "secret://"
+__all__ = ["BIND_HOST_ENV", "CONFIG_DICT_ENV", "CONFIG_PATH_ENV", "HEAD_INSTANCE", "HEAD_VIEW_ENV", "SECRET_PREFIX",
+           "SECRETS_DIR_ENV", "SERVER_DIR_ENV", "SERVER_TYPES", "ServerConfigError", "ServerContext"]
 
 
 class ServerConfigError(RuntimeError):
@@ -98,7 +103,7 @@ def load_context(environ: dict[str, str] | None = None) -> ServerContext:
     environ = dict(os.environ if environ is None else environ)
     if CONFIG_DICT_ENV not in environ or CONFIG_PATH_ENV not in environ:
         raise ServerConfigError(f"both {CONFIG_DICT_ENV} and {CONFIG_PATH_ENV} must be set")
-    secrets_dir = Path(environ.get(SECRETS_DIR_ENV, "/run/secrets"))
+    secrets_dir = Path(environ.get(SECRETS_DIR_ENV, SECRETS_DIR))
     raw_config = _parse_yaml(environ[CONFIG_DICT_ENV], CONFIG_DICT_ENV)
     config = raw_config
     name = environ[CONFIG_PATH_ENV]

@@ -9,6 +9,7 @@ import runpy
 import sys
 from pathlib import Path
 
+from gym_compose.contract import LOG_LEVEL_ENV
 from gym_compose.server.context import ServerConfigError, ServerContext, load_context
 from gym_compose.server.runtime import set_current_context
 
@@ -42,13 +43,13 @@ def _serve_entrypoint(context: ServerContext) -> None:
     entrypoint = _entrypoint_path(context)
     sys.path.insert(0, str(entrypoint.parent))
     served = {"done": False}
-    original = BaseServer.run_webserver.__func__
+    original = BaseServer.run_webserver.__func__  # type: ignore[attr-defined]
 
     def run_and_remember(cls):
         served["done"] = True
         original(cls)
 
-    BaseServer.run_webserver = classmethod(run_and_remember)
+    BaseServer.run_webserver = classmethod(run_and_remember)  # type: ignore[method-assign,assignment]
     namespace = runpy.run_path(str(entrypoint), run_name="__main__")
     if served["done"]:
         return
@@ -68,7 +69,7 @@ def _serve_entrypoint(context: ServerContext) -> None:
 
 def main() -> None:
     logging.basicConfig(
-        level=os.environ.get("GYM_COMPOSE_LOG_LEVEL", "INFO"),
+        level=os.environ.get(LOG_LEVEL_ENV, "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # httpx logs every request at INFO; the readiness polls alone would fill `docker compose logs`

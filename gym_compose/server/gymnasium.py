@@ -79,7 +79,8 @@ class GymnasiumServer(SimpleResourcesServer):
 
     async def _step_endpoint(self, body: EnvStepRequest, request: Request) -> dict:
         session_id = request.session.get(SESSION_ID_KEY)
-        observation, reward, terminated, truncated, info = await self.step(body.response, body.model_extra or {}, session_id)
+        observation, reward, terminated, truncated, info = await self.step(body.response, body.model_extra or {},
+                                                                            session_id)
         if terminated or truncated:
             await self.close_session(session_id)
         return {"observation": observation, "reward": float(reward), "terminated": bool(terminated),

@@ -69,7 +69,7 @@ class HttpResponse:
 
 class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
-        self.transport: Optional[asyncio.Transport] = None
+        self.transport: asyncio.Transport  # set by connection_made, before the connection is handed out
         self.closed = False
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: Optional[asyncio.Future] = None

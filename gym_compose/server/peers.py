@@ -15,9 +15,10 @@ from typing import Any, Optional
 
 import orjson
 
+from gym_compose.contract import TIME_LEFT_HEADER
 from gym_compose.server.context import instance_address
 from gym_compose.server.http_client import HttpClient, HttpResponse, PeerConnectError, PeerTimeout
-from gym_compose.server.time_budget import TIME_LEFT_HEADER, call_timeout
+from gym_compose.server.time_budget import call_timeout
 
 DEFAULT_CONNECT_RETRY_SECONDS = 5.0
 MAX_MESSAGE_CHARS = 2000
@@ -57,7 +58,8 @@ class PeerClient:
     def __init__(self, global_config: dict[str, Any], http: Optional[HttpClient] = None):
         self.global_config = global_config
         self.http = http or HttpClient(timeout=float(global_config.get("peer_request_timeout_seconds", 3600)))
-        self.connect_retry_seconds = float(global_config.get("peer_connect_retry_seconds", DEFAULT_CONNECT_RETRY_SECONDS))
+        self.connect_retry_seconds = float(
+            global_config.get("peer_connect_retry_seconds", DEFAULT_CONNECT_RETRY_SECONDS))
         self._addresses: dict[str, tuple[str, int]] = {}
 
     def address(self, server_name: str) -> tuple[str, int]:

@@ -85,7 +85,8 @@ class Readiness:
                         return
                     await asyncio.sleep(0.5)
         except Exception as error:  # noqa: BLE001 - a probe that cannot run must not leave the server unready forever
-            where = f"upstream model endpoint {base_url}" if base_url else "upstream model endpoints " + ", ".join(self.pending)
+            where = (f"upstream model endpoint {base_url}" if base_url
+                     else "upstream model endpoints " + ", ".join(self.pending))
             _give_up(f"probing {where} failed: {type(error).__name__}: {error}")
             return
         self.ready = True
@@ -162,7 +163,7 @@ class PeersReadiness:
                 while self.pending:
                     names = list(self.pending)
                     answers = await asyncio.gather(*(is_ready(name, self.pending[name]) for name in names))
-                    for name, ready in zip(names, answers):
+                    for name, ready in zip(names, answers, strict=True):
                         if ready:
                             del self.pending[name]
                     if self.pending:

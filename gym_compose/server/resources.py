@@ -96,6 +96,8 @@ class SimpleResourcesServer(BaseServer):
 
     async def close_session(self, session_id: Optional[str]) -> None:
         """Release what this server holds for a session. Safe to call repeatedly."""
+        if session_id is None:
+            return
         for state in self.session_states():
             state.pop(session_id, None)
 

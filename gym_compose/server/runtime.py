@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -15,7 +15,14 @@ from gym_compose.server.peers import PeerClient
 from gym_compose.server.readiness import PeersReadiness, Readiness
 from gym_compose.server.time_budget import adopt_from_scope
 from gym_compose.server.web import (
-    READY_PATH, BadRequestBody, ErrorBoundary, bad_request_body, dumps, json_response, serve, server_error_body,
+    READY_PATH,
+    BadRequestBody,
+    ErrorBoundary,
+    bad_request_body,
+    dumps,
+    json_response,
+    serve,
+    server_error_body,
 )
 
 LOG = logging.getLogger("gym_compose.server")
@@ -37,7 +44,7 @@ def current_context() -> ServerContext:
 
 
 def build_server(cls: type[BaseServer], context: ServerContext) -> BaseServer:
-    config_cls = cls.model_fields["config"].annotation
+    config_cls: Any = cls.model_fields["config"].annotation  # a pydantic model class (BaseServer's contract)
     config_data = {**context.spec, "name": context.name}
     config_data.setdefault("host", context.bind_host)
     config_data.setdefault("port", context.port)
@@ -78,6 +85,7 @@ class ServerApp:
     def __init__(self, inner, context: ServerContext, server: Optional[BaseServer] = None):
         self.context = context
         self.server = server
+        self.readiness: Readiness | PeersReadiness
         if context.is_head:
             self.readiness = PeersReadiness(context.global_config)
         else:
@@ -109,7 +117,8 @@ class ServerApp:
             reason = self.readiness.reason if not self.readiness.ready else own_reason
             body = dumps({"ready": True} if ready else {"ready": False, "reason": reason})
             await send({"type": "http.response.start", "status": 200 if ready else 503,
-                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
         if scope["type"] == "http":

@@ -17,6 +17,7 @@ def load_app(server_dir: Path, entrypoint: str = "app.py") -> ModuleType:
     if str(server_dir) not in sys.path:
         sys.path.insert(0, str(server_dir))
     spec = importlib.util.spec_from_file_location(f"{server_dir.name}_app", server_dir / entrypoint)
+    assert spec is not None and spec.loader is not None  # a .py file always has a spec and a loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # as for any import (dataclasses look their module up there)
     spec.loader.exec_module(module)

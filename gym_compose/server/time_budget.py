@@ -13,7 +13,8 @@ import contextvars
 import time
 from typing import Optional
 
-TIME_LEFT_HEADER = "x-gym-time-left"
+from gym_compose.contract import TIME_LEFT_HEADER
+
 _RAW_HEADER = TIME_LEFT_HEADER.encode()
 MIN_MARGIN_SECONDS = 2.0
 MARGIN_FRACTION = 0.02

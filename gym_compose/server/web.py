@@ -10,9 +10,11 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-LOG = logging.getLogger("gym_compose.server")
+from gym_compose.contract import READY_PATH
 
-READY_PATH = "/_gym_compose/ready"
+__all__ = ["READY_PATH"]  # and the helpers below
+
+LOG = logging.getLogger("gym_compose.server")
 
 
 def dumps(value: Any) -> bytes:
@@ -65,8 +67,8 @@ def server_error_body(error: Exception, server_name: str, path: Optional[str]) -
     """The one 500 body every server answers for an uncaught error. An error that came from a
     peer's error answer (PeerError) carries the peer's `cause` on, so the caller at the end of the
     chain reads where it started: `{type, error, server, path}` of the first server that failed."""
-    body = {"error": str(error) or type(error).__name__, "type": type(error).__name__,
-            "server": server_name, "path": path}
+    body: dict[str, Any] = {"error": str(error) or type(error).__name__, "type": type(error).__name__,
+                            "server": server_name, "path": path}
     cause = getattr(error, "cause", None)
     if isinstance(cause, dict):
         body["cause"] = cause
@@ -116,7 +118,8 @@ class ErrorBoundary:
         except Exception as error:  # noqa: BLE001 - this is the last line of defence
             session = (scope.get("session") or {}).get("session_id") if isinstance(scope.get("session"), dict) else None
             LOG.exception(
-                "uncaught error in %s %s %s (session %s)", self.server_name, scope.get("method"), scope.get("path"), session
+                "uncaught error in %s %s %s (session %s)",
+                self.server_name, scope.get("method"), scope.get("path"), session,
             )
             if not started:
                 await _send_json(send, 500, server_error_body(error, self.server_name, scope.get("path")))

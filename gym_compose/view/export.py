@@ -59,7 +59,8 @@ def choose_rollouts(tasks: list[Task], limit: int) -> list[str]:
     return chosen
 
 
-def export_data(service: ViewService, max_tasks: int = DEFAULT_MAX_TASKS, max_rollouts: int = DEFAULT_MAX_ROLLOUTS) -> dict[str, Any]:
+def export_data(service: ViewService, max_tasks: int = DEFAULT_MAX_TASKS,
+                max_rollouts: int = DEFAULT_MAX_ROLLOUTS) -> dict[str, Any]:
     service.refresh()
     summaries = service.summaries()
     tasks: dict[int, list[dict[str, Any]]] = {}
@@ -75,7 +76,8 @@ def export_data(service: ViewService, max_tasks: int = DEFAULT_MAX_TASKS, max_ro
         for rollout_id in ids:
             rollouts[f"{number}:{rollout_id}"] = service.rollout(number, rollout_id)
         total_rollouts = sum(len(task.cells) for task in all_tasks)
-        counts.append(f"{run.label}: {len(chosen)} of {len(all_tasks)} tasks, trajectories of {len(ids)} of {total_rollouts} rollouts")
+        counts.append(f"{run.label}: {len(chosen)} of {len(all_tasks)} tasks, "
+                      f"trajectories of {len(ids)} of {total_rollouts} rollouts")
     comparison = None
     if len(service.runs) > 1:
         rows = compare_rows(service.runs)

@@ -148,4 +148,5 @@ class JsonlIndex(Generic[T]):
                     except ValueError:
                         pass  # not a complete value yet
                 return
-            self._merge(index_lines(lines, self._committed, self.summarize, self.side), self._committed + sum(map(len, lines)))
+            self._merge(index_lines(lines, self._committed, self.summarize, self.side),
+                        self._committed + sum(map(len, lines)))

@@ -46,7 +46,8 @@ def export_page(data: dict[str, Any]) -> str:
     css = assets.read_text("datatables.css") + "\n" + assets.read_text("viewer.css")
     styles = "<style>\n" + css.replace("</style", "<\\/style") + "\n</style>"
     libraries = "\n".join(
-        f'<textarea hidden class="gym-asset" data-name="{name}" data-licence="{html.escape(assets.LIBRARIES[name].licence)}">'
+        f'<textarea hidden class="gym-asset" data-name="{name}" '
+        f'data-licence="{html.escape(assets.LIBRARIES[name].licence)}">'
         f"{html.escape(assets.read_text(name), quote=False)}</textarea>"
         for name in ("datatables.js", "plotly.js")
     )

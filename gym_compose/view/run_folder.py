@@ -45,7 +45,8 @@ def resolve_run_folders(arguments: list[Path], results_dir: Path = DEFAULT_RESUL
     folders: list[Path] = []
     for path in arguments:
         if not path.exists():
-            raise UserError(f"run folder not found: {path}", hint="pass a folder that `gym-compose up` or `eval run` wrote")
+            raise UserError(f"run folder not found: {path}",
+                            hint="pass a folder that `gym-compose up` or `eval run` wrote")
         if not path.is_dir():
             raise UserError(f"{path} is a file, not a run folder", hint="pass the folder that holds rollouts.jsonl")
         if is_run_folder(path):

@@ -62,7 +62,8 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+        return " ".join(part.get("text", "") for part in content
+                        if isinstance(part, dict) and isinstance(part.get("text"), str))
     return ""
 
 
@@ -138,7 +139,8 @@ def summarize_rollout(line: bytes, prompts: dict[tuple[str, Any], str | None]) -
     agent = _agent(fields)
     key = (agent, hashable_key(task))
     if key not in prompts:
-        prompts[key] = prompt_of({"responses_create_params": msgspec.json.decode(fields.params), "task_input": msgspec.json.decode(fields.task_input)})
+        prompts[key] = prompt_of({"responses_create_params": msgspec.json.decode(fields.params),
+                                  "task_input": msgspec.json.decode(fields.task_input)})
     verdict = fields.failure_reason or fields.failure_kind
     reward = fields.reward
     return RolloutSummary(
@@ -223,7 +225,7 @@ class Task:
     def note(self) -> str | None:
         failed = [cell.note for cell in self.cells if cell.status == "failed" and cell.note]
         verdicts = [cell.note for cell in self.cells if cell.status != "failed" and cell.note]
-        return (failed or verdicts or [None])[0]
+        return next(iter(failed or verdicts), None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -282,10 +284,10 @@ class Run:
         for position, failure in enumerate(self.failures.all_entries()):
             latest_failure[(hashable_key(failure.task), hashable_key(failure.rollout))] = (position, failure)
         for key, (position, failure) in latest_failure.items():
-            cell = answered.get(key)
-            if cell is not None:
-                cell.status = "retried"
-                cell.note = cell.note or f"answered after failed attempt(s): {failure.message}"
+            answer = answered.get(key)
+            if answer is not None:
+                answer.status = "retried"
+                answer.note = answer.note or f"answered after failed attempt(s): {failure.message}"
                 continue
             task_key = (failure.agent, key[0])
             task = by_key.get(task_key)
@@ -301,7 +303,8 @@ class Run:
     def failure_attempts(self, task: Any, rollout: Any) -> list[int]:
         """Positions in rollouts_failures.jsonl of every failed attempt of one rollout."""
         key = (hashable_key(task), hashable_key(rollout))
-        return [p for p, f in enumerate(self.failures.all_entries()) if (hashable_key(f.task), hashable_key(f.rollout)) == key]
+        return [p for p, f in enumerate(self.failures.all_entries())
+                if (hashable_key(f.task), hashable_key(f.rollout)) == key]
 
     # -- figures -------------------------------------------------------------------------------
 
@@ -319,7 +322,8 @@ class Run:
         if self._figures_for == stamp:
             return self._figures
         rewards = [cell.reward for task in tasks for cell in task.cells if cell.reward is not None]
-        failed_notes = Counter(cell.note or "failed" for task in tasks for cell in task.cells if cell.status == "failed")
+        failed_notes = Counter(cell.note or "failed"
+                               for task in tasks for cell in task.cells if cell.status == "failed")
         self._figures = {
             "live": {
                 "rollouts": len(self.rollouts),

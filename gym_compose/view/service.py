@@ -14,6 +14,7 @@ import msgspec
 import yaml
 
 from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, sortable
+from gym_compose.contract import MODELS
 from gym_compose.view.jsonl_index import JsonlIndex
 from gym_compose.view.run_model import Run, Task, hashable_key, prompt_of
 from gym_compose.view.trajectory import conversation, failed_rollout, failure_block
@@ -44,7 +45,8 @@ class TaskQuery:
 
 def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest as the page shows it: command, times, versions, images, models, config."""
-    config = manifest.get("resolved_config") if isinstance(manifest.get("resolved_config"), dict) else {}
+    raw_config = manifest.get("resolved_config")
+    config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
     models, servers = [], []
     try:
         from gym_compose.config.instances import instances
@@ -52,13 +54,14 @@ def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
         for instance in instances(config):
             entry = {"instance": instance.name, "type": instance.server_type, "implementation": instance.implementation}
             servers.append(entry)
-            if instance.server_type == "responses_api_models":
+            if instance.server_type == MODELS:
                 spec = instance.spec
                 models.append({**entry, "model": spec.get("model") or spec.get("model_name"),
                                "base_url": spec.get("base_url") or spec.get("openai_base_url")})
     except Exception:  # a manifest from another version: show what there is, never fail the page
         pass
-    images = manifest.get("images") if isinstance(manifest.get("images"), dict) else {}
+    raw_images = manifest.get("images")
+    images: dict[str, Any] = raw_images if isinstance(raw_images, dict) else {}
     command = manifest.get("command")
     return {
         "command": " ".join(map(str, command)) if isinstance(command, list) else command,
@@ -79,7 +82,7 @@ def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
 class ViewService:
     def __init__(self, folders: list[Path]):
         labels = _unique_labels(folders)
-        self.runs = [Run(folder, label) for folder, label in zip(folders, labels)]
+        self.runs = [Run(folder, label) for folder, label in zip(folders, labels, strict=True)]
         self._sent: dict[int, tuple[JsonlIndex, dict, int]] = {}
         self._manifests: dict[int, tuple[dict, dict]] = {}
         self._sent_lock = threading.Lock()  # the server's start-up thread indexes these too
@@ -104,7 +107,7 @@ class ViewService:
             "folder": str(run.folder),
             "live": run.live_metrics(),
             "metrics": [
-                {"agent": (entry.get("agent_ref") or {}).get("name") if isinstance(entry.get("agent_ref"), dict) else None,
+                {"agent": entry["agent_ref"].get("name") if isinstance(entry.get("agent_ref"), dict) else None,
                  "key_metrics": entry.get("key_metrics") or {},
                  "agent_metrics": entry.get("agent_metrics") or {}}
                 for entry in run.files.aggregate_metrics()
@@ -166,7 +169,8 @@ class ViewService:
         run = self.run(number)
         kind, position = rollout_id[:1], rollout_id[1:]
         if kind not in ("r", "f") or not position.isdigit():
-            raise LookupError(f"no rollout {rollout_id!r}: ids are r<n> (rollouts.jsonl) or f<n> (rollouts_failures.jsonl)")
+            raise LookupError(
+                f"no rollout {rollout_id!r}: ids are r<n> (rollouts.jsonl) or f<n> (rollouts_failures.jsonl)")
         index = run.rollouts if kind == "r" else run.failures
         position_n = int(position)
         if position_n >= len(index):
@@ -178,8 +182,9 @@ class ViewService:
             if attempts:
                 view["failures"] = [failure_block(run.failures.read_record(p)) for p in attempts]
             return view
-        attempts = [run.failures.read_record(p) for p in run.failure_attempts(record.get(TASK_INDEX), record.get(ROLLOUT_INDEX))]
-        return failed_rollout(attempts or [record], self._sent_rollout(number, record))
+        failures = [run.failures.read_record(p)
+                    for p in run.failure_attempts(record.get(TASK_INDEX), record.get(ROLLOUT_INDEX))]
+        return failed_rollout(failures or [record], self._sent_rollout(number, record))
 
     def _sent_rollout(self, number: int, failure: dict[str, Any]) -> dict[str, Any] | None:
         with self._sent_lock:
@@ -264,7 +269,8 @@ def select_tasks(tasks: list[Task], query: TaskQuery) -> list[Task]:
         selected = [t for t in selected if perfect(t) == (query.status == "perfect")]
     needle = query.search.lower().strip()
     if needle:
-        selected = [t for t in selected if needle in _search_text({"task": t.index, "agent": t.agent, "prompt": t.prompt, "note": t.note})]
+        selected = [t for t in selected
+                    if needle in _search_text({"task": t.index, "agent": t.agent, "prompt": t.prompt, "note": t.note})]
     key = {
         "task": lambda t: (sortable(t.index), t.agent),
         "agent": lambda t: (t.agent, sortable(t.index)),

@@ -56,15 +56,18 @@ def item_block(item: Any, call_names: dict[str, str]) -> dict[str, Any]:
         return {"kind": "other", "type": type(item).__name__, "text": pretty(item)}
     kind = item.get("type") or ("message" if "role" in item else None)
     if kind == "message":
-        return {"kind": "message", "role": str(item.get("role") or "assistant"), "text": _content_text(item.get("content"))}
+        return {"kind": "message", "role": str(item.get("role") or "assistant"),
+                "text": _content_text(item.get("content"))}
     if kind == "function_call":
         name = str(item.get("name") or "?")
         if item.get("call_id"):
             call_names[str(item["call_id"])] = name
-        return {"kind": "tool_call", "name": name, "call_id": item.get("call_id"), "arguments": pretty(item.get("arguments", ""))}
+        return {"kind": "tool_call", "name": name, "call_id": item.get("call_id"),
+                "arguments": pretty(item.get("arguments", ""))}
     if kind == "function_call_output":
         call_id = item.get("call_id")
-        return {"kind": "tool_output", "name": call_names.get(str(call_id)), "call_id": call_id, "text": pretty(item.get("output", ""))}
+        return {"kind": "tool_output", "name": call_names.get(str(call_id)), "call_id": call_id,
+                "text": pretty(item.get("output", ""))}
     if kind == "reasoning":
         summary = item.get("summary") or item.get("content") or []
         return {"kind": "reasoning", "text": _content_text(summary) or pretty(item)}
@@ -109,8 +112,10 @@ def conversation(record: dict[str, Any]) -> dict[str, Any]:
     """The drawable form of one rollouts.jsonl line."""
     call_names: dict[str, str] = {}
     params = record.get("responses_create_params")
-    response = record.get("response") if isinstance(record.get("response"), dict) else {}
-    output = response.get("output") if isinstance(response.get("output"), list) else []
+    raw_response = record.get("response")
+    response: dict[str, Any] = raw_response if isinstance(raw_response, dict) else {}
+    raw_output = response.get("output")
+    output: list[Any] = raw_output if isinstance(raw_output, list) else []
     blocks = input_blocks(params, call_names)
     prompt_length = len(blocks)
     blocks.extend(item_block(item, call_names) for item in output)
@@ -132,7 +137,8 @@ def conversation(record: dict[str, Any]) -> dict[str, Any]:
 
 def failed_rollout(attempts: list[dict[str, Any]], sent: dict[str, Any] | None) -> dict[str, Any]:
     """A rollout that never got an answer: its failed attempts (latest last) and what was sent."""
-    view = conversation(sent) if sent else {"blocks": [], "tools": [], "prompt_length": 0, "verdict": {}, "identity": {}}
+    view = (conversation(sent) if sent
+            else {"blocks": [], "tools": [], "prompt_length": 0, "verdict": {}, "identity": {}})
     view["reward"] = None
     view["verdict"] = {}
     view["identity"] = {key: value for key, value in (attempts[-1] if attempts else {}).items()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_stack import free_port, gym_compose, labelled
+from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 
@@ -20,7 +21,7 @@ EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl
 
 @pytest.fixture
 def project(request) -> str:
-    name = f"gce2e-{request.node.name.replace('_', '-')[:30].lower()}"
+    name = f"{PROJECT_PREFIX}-{request.node.name.replace('_', '-')[:30].lower()}"
     yield name
     subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 

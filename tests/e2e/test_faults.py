@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import PROJECT_PREFIX
 from tests.e2e.test_stack import CLI, free_port, gym_compose, labelled
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(480)]
@@ -35,7 +36,7 @@ WAIT_S = 120
 
 @pytest.fixture
 def project(request, tmp_path, monkeypatch):
-    name = f"gcfault-{request.node.name.replace('_', '-')[5:30].lower().strip('-')}"
+    name = f"{PROJECT_PREFIX}-fault-{request.node.name.replace('_', '-')[5:30].lower().strip('-')}"
     monkeypatch.setenv("GYM_COMPOSE_STATE_DIR", str(tmp_path / "state"))
     yield name
     subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)

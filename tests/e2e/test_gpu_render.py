@@ -8,13 +8,14 @@ import pytest
 import yaml
 
 from tests.e2e.test_stack import gym_compose
+from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 
 
 def test_local_vllm_model_project_passes_compose_config(tmp_path):
     out = tmp_path / "rendered"
-    render = gym_compose("render", "-o", str(out), "-p", "gce2e-models-gpu", "--resources-server",
+    render = gym_compose("render", "-o", str(out), "-p", f"{PROJECT_PREFIX}-models-gpu", "--resources-server",
                          "example_single_tool_call", "--model-type", "local_vllm_model", "-m", "Qwen/Qwen3-0.6B",
                          cwd=tmp_path)
     assert render.returncode == 0, render.stderr

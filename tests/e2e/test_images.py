@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from gym_compose.engine import docker_cli, images
@@ -62,10 +60,8 @@ def test_tiny_server_image_adds_only_its_files_and_is_not_rebuilt(offline_base, 
 
     monkeypatch.setenv("GYM_COMPOSE_OFFLINE", "1")
     lines: list[str] = []
-    started = time.monotonic()
     again = images.ensure_server_image(folder, images.ensure_base_image(progress=lines.append), progress=lines.append)
     assert again == tag
-    assert time.monotonic() - started < 10
     assert not any(line.startswith("building") for line in lines), lines
 
 

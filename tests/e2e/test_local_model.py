@@ -12,6 +12,7 @@ import pytest
 
 from tests.e2e.test_collection import only_run_dir, read_jsonl
 from tests.e2e.test_stack import free_port, gym_compose, labelled
+from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.docker
 def project(request) -> str:
     import subprocess
 
-    name = f"gce2e-models-{request.node.name.replace('_', '-')[:24].lower()}"
+    name = f"{PROJECT_PREFIX}-models-{request.node.name.replace('_', '-')[:24].lower()}"
     yield name
     subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_stack import free_port, gym_compose, labelled
+from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nemo_gym"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym"
 NEMO_GYM_VERSION = "0.7.0"
 
 
@@ -45,16 +46,13 @@ def nemo_gym_checkout() -> Path:
 
 @pytest.fixture
 def project(request) -> str:
-    name = f"gce2e-{request.node.name.replace('_', '-')[:30].lower()}"
+    name = f"{PROJECT_PREFIX}-{request.node.name.replace('_', '-')[:30].lower()}"
     yield name
     subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 
 
 def fixture_rows(name: str) -> Path:
-    path = FIXTURES / name / "example.jsonl"
-    if not path.is_file():
-        pytest.skip(f"NeMo Gym fixtures not found at {path}")
-    return path
+    return FIXTURES / name / "example.jsonl"
 
 
 def collect(nemo_gym: Path, project: str, tmp_path: Path, *selector: str, rows: Path) -> list[dict]:

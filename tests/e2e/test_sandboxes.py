@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 
@@ -95,7 +96,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("sandboxes")
-    project, head_port = "gce2e-sandboxes", free_port()
+    project, head_port = f"{PROJECT_PREFIX}-sandboxes", free_port()
     up = gym_compose("up", "-d", "-p", project, "--head-port", str(head_port), *INTERNAL, cwd=workdir)
     assert up.returncode == 0, up.stderr
     assert "sandbox provider 'docker' (top-level `sandbox:`) runs as gym-compose sandboxes" in up.stderr
@@ -136,7 +137,7 @@ def test_sandbox_isolation_limits_and_survival(stack, tmp_path):
     model_ip = next(iter(inspect(stack.container("policy-model"))[0]["NetworkSettings"]["Networks"].values()))["IPAddress"]
     broker_ip = next(iter(inspect(stack.container("sandbox-broker"))[0]["NetworkSettings"]["Networks"].values()))["IPAddress"]
     image = inspect(stack.container("policy-model"))[0]["Config"]["Image"]
-    other = "gce2e-sandboxes-other"
+    other = f"{PROJECT_PREFIX}-sandboxes-other"
     run("docker", "network", "create", other, timeout=60)
     listener = socket.socket()
     listener.bind(("0.0.0.0", 0))
@@ -249,7 +250,7 @@ def wait_for_rollouts(process: subprocess.Popen, workdir: Path, timeout: float =
 
 
 def test_ctrl_c_mid_run_leaves_nothing(tmp_path):
-    project = "gce2e-sandboxes-int"
+    project = f"{PROJECT_PREFIX}-sandboxes-int"
     process = start_collection(project, tmp_path)
     try:
         wait_for_rollouts(process, tmp_path)
@@ -264,7 +265,7 @@ def test_ctrl_c_mid_run_leaves_nothing(tmp_path):
 
 
 def test_killed_gym_compose_then_down_leaves_nothing(tmp_path):
-    project = "gce2e-sandboxes-kill"
+    project = f"{PROJECT_PREFIX}-sandboxes-kill"
     process = start_collection(project, tmp_path)
     try:
         wait_for_rollouts(process, tmp_path)
@@ -320,7 +321,7 @@ def test_an_image_without_python_runs_commands_by_engine_api_exec(tmp_path):
     policy = SandboxPolicy(server="s", image=image, network="none", memory_bytes=128 << 20)
 
     async def scenario():
-        pool = SandboxPool(Engine(), BrokerSettings(project=f"gce2e-nopython-{tmp_path.name[-6:]}",
+        pool = SandboxPool(Engine(), BrokerSettings(project=f"{PROJECT_PREFIX}-nopython-{tmp_path.name[-6:]}",
                                                     servers={"s": policy}))
         await pool.open()
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 
@@ -40,7 +41,7 @@ def labelled(kind: str, project: str) -> list[str]:
 
 @pytest.fixture
 def project(request) -> str:
-    name = f"gce2e-{request.node.name.replace('_', '-')[:30].lower()}"
+    name = f"{PROJECT_PREFIX}-{request.node.name.replace('_', '-')[:30].lower()}"
     yield name
     subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 
@@ -64,7 +65,7 @@ def test_up_serves_a_rollout_through_the_head_host_view_and_down_leaves_nothing(
     ps = gym_compose("ps", "-p", project, cwd=tmp_path)
     assert ps.returncode == 0 and ps.stdout.count("healthy") == 5
 
-    from gym_compose.stack_commands import project_dir
+    from gym_compose.stack.state import project_dir
 
     state = project_dir(project)
     assert (state / "compose.yaml").is_file()
@@ -76,20 +77,18 @@ def test_up_serves_a_rollout_through_the_head_host_view_and_down_leaves_nothing(
 
 
 def test_model_upstream_that_never_answers_fails_up_naming_the_endpoint(project, tmp_path):
-    started = time.monotonic()
     up = gym_compose(
         "up", "-d", "-p", project, "--head-port", str(free_port()),
         "--resources-server", "example_single_tool_call", "--model-type", "openai_model",
         "--model-url", "http://127.0.0.1:9/v1", "-m", "some-model", "--model-api-key", "sk-e2e-secret",
         "++model_endpoint_readiness_timeout_seconds=4", cwd=tmp_path, timeout=300,
     )
-    elapsed = time.monotonic() - started
     assert up.returncode != 0
-    assert "policy-model" in up.stderr
+    # the model server gave up after its 4 s readiness timeout and exited: up did not sit out the start period
+    assert "policy-model stopped during start-up" in up.stderr, up.stderr
     assert "http://127.0.0.1:9/v1" in up.stderr
     assert "sk-e2e-secret" not in up.stderr + up.stdout
     assert "Traceback" not in up.stderr.split("last log lines")[0]
-    assert elapsed < 120, f"up took {elapsed:.0f}s to give up"
     assert labelled("container", project) == []
 
 
@@ -140,11 +139,10 @@ class AttachedUp:
         self.reader.start()
 
     def wait_attached(self, timeout: float = 240) -> None:
-        """Until up has seen every service healthy and printed its table (it is then attached)."""
+        """Until up has seen every service healthy and says it follows the logs (it is then attached)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
-            if any("services healthy" in line for line in self.lines):
-                time.sleep(1)  # past the table print: now in the attached loop
+            if any("following the logs" in line for line in self.lines):
                 return
             time.sleep(0.2)
         self.process.kill()
@@ -179,7 +177,7 @@ def test_attached_up_reports_a_container_that_dies(project, tmp_path):
 
 
 def test_down_all_reaps_every_labelled_project(tmp_path):
-    projects = ["gce2e-reap-a", "gce2e-reap-b"]
+    projects = [f"{PROJECT_PREFIX}-reap-a", f"{PROJECT_PREFIX}-reap-b"]
     try:
         for name in projects:
             up = gym_compose("up", "-d", "-p", name, "--head-port", str(free_port()),

@@ -27,6 +27,7 @@ from tests.view_browser import (
     screenshot,
 )
 from tests.view_support import REPO, ServedView
+from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 
@@ -44,7 +45,7 @@ def collected_run(tmp_path_factory) -> Path:
     rejected["responses_create_params"]["input"] = 5  # not a list of messages: the server answers 422
     rows.append(rejected)
     (work / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    project = "gce2e-view"
+    project = f"{PROJECT_PREFIX}-view"
     try:
         up = gym_compose("up", "--resources-server", "calculator", "--input", "rows.jsonl", "--num-repeats", "2",
                          "--run-name", "viewed", "-p", project, "--head-port", str(free_port()), cwd=work)

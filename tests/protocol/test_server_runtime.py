@@ -24,8 +24,6 @@ WEATHER = "example_single_tool_call"
 
 def fixture_rows(name: str) -> list[dict]:
     path = NEMO_GYM_FIXTURES / name / "example.jsonl"
-    if not path.exists():
-        pytest.skip(f"NeMo Gym fixtures not found at {path}")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -40,11 +38,11 @@ def run_all(url: str, rows: list[dict], timeout: float = 20.0) -> list[httpx.Res
 
 @pytest.mark.parametrize("api_mode", ["responses", "chat_completions"])
 def test_nemo_gym_fixture_rows_get_reward_one_through_the_proxy(tmp_path, api_mode):
-    from gym_compose.server.local_stack import LocalStack, with_local_addresses
+    from gym_compose.engine.local_processes import LocalProcesses, with_local_addresses
 
     rows = fixture_rows(WEATHER)
     config = point_proxy_at_mock(with_local_addresses(seed_verify_stack(WEATHER, proxied=True, api_mode=api_mode)))
-    with LocalStack(config, server_dirs={WEATHER: SERVER_IMAGES / WEATHER}, log_dir=tmp_path) as stack:
+    with LocalProcesses(config, server_dirs={WEATHER: SERVER_IMAGES / WEATHER}, log_dir=tmp_path) as stack:
         answers = run_all(stack.url("environment"), rows)
     for row, answer in zip(rows, answers):
         assert answer.status_code == 200, answer.text
@@ -101,7 +99,7 @@ def test_200_concurrent_sessions_keep_their_state_apart(start_stack):
         seeded = await client.request("POST", "127.0.0.1", port, "/seed_session", json={"initial_value": index})
         cookies = seeded.cookies
         await client.request("POST", "127.0.0.1", port, "/increment", json={"amount": index}, cookies=cookies)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # let the other sessions' requests in between
         read = await client.request("POST", "127.0.0.1", port, "/read_counter", json={}, cookies=cookies)
         return read.json()["value"]
 
@@ -194,7 +192,7 @@ def test_idle_sessions_are_reaped(start_stack):
     with httpx.Client(timeout=10) as client:
         cookies = dict(client.post(f"{url}/seed_session", json={"initial_value": 1}).cookies)
         assert client.post(f"{url}/increment", json={"amount": 1}, cookies=cookies).json() == {"value": 2}
-        time.sleep(1.0)
+        time.sleep(1.0)  # idle: any request would touch the session, so there is nothing to poll
         reaped = client.post(f"{url}/read_counter", json={}, cookies=cookies)
         assert reaped.status_code == 500 and "never seeded (or was reaped" in reaped.text
 

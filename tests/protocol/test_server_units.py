@@ -179,8 +179,8 @@ def test_head_readiness_probe_that_cannot_run_names_the_server_and_exits_1(monke
     assert "server model at http://127.0.0.1:99999999" in error
 
 
-def test_local_stack_closes_its_log_files_when_stopped(tmp_path, monkeypatch):
-    from gym_compose.server import local_stack
+def test_the_local_target_closes_its_log_files_when_stopped(tmp_path, monkeypatch):
+    from gym_compose.engine import local_processes
     from stacks import mock_model
 
     opened = []
@@ -191,8 +191,9 @@ def test_local_stack_closes_its_log_files_when_stopped(tmp_path, monkeypatch):
         opened.append(handle)
         return handle
 
-    monkeypatch.setattr(local_stack, "open", tracking_open, raising=False)
-    stack = local_stack.LocalStack(local_stack.with_local_addresses({"policy_model": mock_model()}), log_dir=tmp_path)
+    monkeypatch.setattr(local_processes, "open", tracking_open, raising=False)
+    stack = local_processes.LocalProcesses(local_processes.with_local_addresses({"policy_model": mock_model()}),
+                                           log_dir=tmp_path)
     stack.start(timeout=30)
     stack.stop()
     assert len(opened) == 2 and all(handle.closed for handle in opened)

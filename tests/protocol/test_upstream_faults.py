@@ -40,14 +40,32 @@ def call(upstream: ScriptedUpstream, limit_s: float = 30, **settings) -> dict:
     return asyncio.run(run())
 
 
-def test_429_with_retry_after_waits_as_asked_then_succeeds(caplog):
+class RecordedSleeps:
+    """asyncio as the upstream client sees it, with its sleeps recorded instead of waited (a fake clock)."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    def __getattr__(self, name: str):
+        return getattr(asyncio, name)
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        await asyncio.sleep(0)
+
+
+def test_429_with_retry_after_waits_as_asked_then_succeeds(caplog, monkeypatch):
+    from gym_compose.server.models import upstream as upstream_module
+
+    sleeps = RecordedSleeps()
+    monkeypatch.setattr(upstream_module, "asyncio", sleeps)
     caplog.set_level(logging.WARNING, "gym_compose.server.upstream")
     with ScriptedUpstream([Answer(429, {"Retry-After": "1"}, {"error": "slow down"})]) as upstream:
         answer = call(upstream)
         posts = upstream.posts()
     assert answer["choices"][0]["message"]["content"] == "42"
     assert len(posts) == 2
-    assert posts[1].at - posts[0].at >= 1.0  # a sleep never ends early: the wait asked for was kept
+    assert sleeps.slept == [1.0]  # the wait the upstream asked for, exactly
     assert "HTTP 429; retry 1/3 in 1.0 s" in caplog.text
 
 

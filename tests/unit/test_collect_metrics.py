@@ -9,14 +9,13 @@ import pytest
 
 from gym_compose.collect.metrics import aggregate_metrics, pass_at_k_metrics
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nemo_gym" / "blackjack"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym" / "blackjack"
 
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"NeMo Gym fixtures not found at {FIXTURES}")
 def test_reproduces_nemo_gym_aggregate_metrics_for_blackjack():
     results = read_jsonl(FIXTURES / "example_rollouts.jsonl")
     rows = read_jsonl(FIXTURES / "example_rollouts_materialized_inputs.jsonl")

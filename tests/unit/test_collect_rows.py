@@ -15,7 +15,7 @@ from gym_compose.collect.routing import routing_table_from_config
 from gym_compose.collect.rows import materialize_rows
 from gym_compose.errors import UserError
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nemo_gym" / "blackjack"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym" / "blackjack"
 
 
 def env_server(agent: str, port: int = 8000) -> dict:
@@ -88,7 +88,6 @@ def test_repeats_in_place_and_nemo_gym_indices(tmp_path):
     assert [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (0, 3)]
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"NeMo Gym fixtures not found at {FIXTURES}")
 def test_materialized_inputs_match_nemo_gym_for_the_blackjack_example(tmp_path):
     config = {"env": env_server("blackjack_gymnasium_agent")}
     path = FIXTURES / "example.jsonl"

@@ -187,7 +187,7 @@ def test_base_context_holds_runtime_sources_but_not_host_only_modules(engine, ru
     assert "gym_compose/collect/__init__.py" in files
     assert not any(name.startswith(("gym_compose/engine/", "gym_compose/config/")) for name in files)
     top_level = {name for name in files if name.count("/") == 1}
-    assert top_level == {"gym_compose/__init__.py", "gym_compose/errors.py"}
+    assert top_level == {"gym_compose/__init__.py", "gym_compose/errors.py", "gym_compose/contract.py"}
     assert not any("__pycache__" in name for name in files)
 
 

@@ -60,7 +60,7 @@ def test_benchmark_chains_to_the_resources_server_with_a_benchmark_dataset(tmp_p
     (agent,) = agents
     (dataset,) = agent["simple_agent"]["datasets"]
     assert dataset["type"] == "benchmark"
-    assert dataset["jsonl_fpath"] == "server_images/example_single_tool_call/data/example.jsonl"
+    assert dataset["jsonl_fpath"] == "benchmarks/example_single_tool_call/data/example_single_tool_call_benchmark.jsonl"
     resources = agent["simple_agent"]["resources_server"]["name"]
     assert data[resources]["resources_servers"]["example_single_tool_call"]["domain"] == "agent"
     # _inherit_from removed the generic instances the benchmark copied
@@ -110,7 +110,7 @@ def test_list_shows_every_selectable_component_with_its_path(tmp_path):
         ("--environment", "town", str(checkout / "environments/town/config.yaml")),
         ("--agent-type", "walker", str(checkout / "responses_api_agents/walker/configs/walker.yaml")),
         # this project's own components are listed too
-        ("--model-type", "mock_model", str(REPO / "server_images/mock_model/configs/mock_model.yaml")),
+        ("--model-type", "mock_model", str(REPO / "configs/mock_model/mock_model.yaml")),
         ("--benchmark", "example_single_tool_call", str(REPO / "benchmarks/example_single_tool_call/config.yaml")),
     }
     assert expected <= {tuple(row) for row in rows}

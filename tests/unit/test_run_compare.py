@@ -8,7 +8,7 @@ import pytest
 
 from gym_compose.collect.metrics import aggregate_metrics
 from gym_compose.errors import UserError
-from gym_compose.run_compare import as_json, compare, load_run, report
+from gym_compose.runs.compare import as_json, compare, load_run, report
 
 
 def row(question: str, task: int, rollout: int = 0) -> dict:

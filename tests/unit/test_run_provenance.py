@@ -4,7 +4,7 @@ values, row file hashes, the git commit, and where each masked secret came from 
 import hashlib
 import json
 
-from gym_compose.run_provenance import file_digest, git_commit, model_endpoints, provenance, sampling, secret_sources
+from gym_compose.runs.provenance import file_digest, git_commit, model_endpoints, provenance, sampling, secret_sources
 
 CONFIG = {
     "policy_api_key": "sk-live-1", "policy_base_url": "https://api.example.test/v1", "policy_model_name": "m-1",

@@ -6,8 +6,8 @@ import pytest
 
 from gym_compose.config.redact import redact
 from gym_compose.errors import UserError
-from gym_compose.run_provenance import secret_sources
-from gym_compose.run_rerun_config import read_manifest, rerun_config
+from gym_compose.runs.provenance import secret_sources
+from gym_compose.runs.rerun_config import read_manifest, rerun_config
 
 CONFIG = {
     "config_paths": ["benchmarks/gsm8k/config.yaml"],

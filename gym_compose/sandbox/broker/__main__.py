@@ -15,13 +15,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, LOG_LEVEL_ENV, SECRETS_DIR, SECRETS_DIR_ENV
+
 POLICY_ENV = "GYM_COMPOSE_SANDBOX_POLICY"
 PORT_ENV = "GYM_COMPOSE_SANDBOX_BROKER_PORT"
 BROKER_PORT = 8000
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("GYM_COMPOSE_LOG_LEVEL", "INFO"),
+    logging.basicConfig(level=os.environ.get(LOG_LEVEL_ENV, "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from gym_compose.sandbox.broker.app import build_app
     from gym_compose.sandbox.broker.engine import Engine
@@ -34,7 +36,7 @@ def main() -> None:
         settings = BrokerSettings.model_validate_json(os.environ.get(POLICY_ENV) or "")
     except ValidationError as error:
         sys.exit(f"sandbox broker: {POLICY_ENV} is not a valid policy: {error}")
-    secret_file = Path(os.environ.get("GYM_COMPOSE_SECRETS_DIR", "/run/secrets")) / BROKER_SECRET
+    secret_file = Path(os.environ.get(SECRETS_DIR_ENV, SECRETS_DIR)) / BROKER_SECRET
     try:
         secret = secret_file.read_text().strip()
     except OSError as error:
@@ -46,7 +48,7 @@ def main() -> None:
         sys.exit(f"sandbox broker: no access to the Docker socket {engine.socket_path} "
                  f"(uid {os.getuid()}, groups {os.getgroups()}); the compose file's group_add must name its group")
     app = ErrorBoundary(build_app(SandboxPool(engine, settings), secret), "sandbox-broker")
-    serve(app, os.environ.get("GYM_COMPOSE_BIND_HOST", "0.0.0.0"), int(os.environ.get(PORT_ENV, BROKER_PORT)),
+    serve(app, os.environ.get(BIND_HOST_ENV, BIND_ALL), int(os.environ.get(PORT_ENV, BROKER_PORT)),
           log_level="info")
 
 

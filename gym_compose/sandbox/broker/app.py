@@ -1,10 +1,12 @@
 """The broker's HTTP API (JSON; every /v1 route needs a server's token, see gym_compose/sandbox/tokens.py).
 
-    POST   /v1/sandboxes                     lease (LeaseRequest)          -> 201 {sandbox_id, image, workdir, warm, start_s}
+    POST   /v1/sandboxes                     lease (LeaseRequest)
+                                             -> 201 {sandbox_id, image, workdir, warm, start_s}
     GET    /v1/sandboxes                     the caller's live sandboxes (the project secret: all of them)
     GET    /v1/sandboxes/{id}                status
     DELETE /v1/sandboxes/{id}                release: the sandbox is destroyed
-    POST   /v1/sandboxes/{id}/exec           run a command (ExecRequest)   -> {return_code, stdout, stderr, error_type, ...}
+    POST   /v1/sandboxes/{id}/exec           run a command (ExecRequest)
+                                             -> {return_code, stdout, stderr, error_type, ...}
     PUT    /v1/sandboxes/{id}/files?path=P   write the body to P (&mode=octal)
     GET    /v1/sandboxes/{id}/files?path=P   read P
     GET    /v1/stats                         counts and limits

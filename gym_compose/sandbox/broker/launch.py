@@ -14,7 +14,12 @@ from typing import Any
 
 from gym_compose.sandbox.channel_constants import NO_PYTHON_MARKER
 from gym_compose.sandbox.policy import (
-    ALLOWED_CAPABILITIES, PROJECT_LABEL, ROLE_LABEL, SANDBOX_LABEL, SERVER_LABEL, SandboxPolicy,
+    ALLOWED_CAPABILITIES,
+    PROJECT_LABEL,
+    ROLE_LABEL,
+    SANDBOX_LABEL,
+    SERVER_LABEL,
+    SandboxPolicy,
 )
 
 AGENT_SOURCE = (Path(__file__).resolve().parents[1] / "agent.py").read_text(encoding="utf-8")

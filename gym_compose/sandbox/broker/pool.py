@@ -11,6 +11,7 @@ time-to-live) is kept so that later calls get it instead of a bare "not found".
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import secrets
 import time
@@ -23,10 +24,24 @@ from gym_compose.sandbox.broker.death import death_reason
 from gym_compose.sandbox.broker.engine import Engine, EngineError, NotFound
 from gym_compose.sandbox.broker.launch import container_config, container_name
 from gym_compose.sandbox.broker.sandboxes import (
-    BrokerError, Limits, NoCapacity, Refused, Sandbox, SandboxGone, StartFailed, UnknownSandbox, default_limits,
+    BrokerError,
+    Limits,
+    NoCapacity,
+    Refused,
+    Sandbox,
+    SandboxGone,
+    StartFailed,
+    UnknownSandbox,
+    default_limits,
 )
 from gym_compose.sandbox.policy import (
-    PROJECT_LABEL, SANDBOX_LABEL, BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy, refusal,
+    PROJECT_LABEL,
+    SANDBOX_LABEL,
+    BrokerSettings,
+    ExecRequest,
+    LeaseRequest,
+    SandboxPolicy,
+    refusal,
 )
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
@@ -72,7 +87,8 @@ class SandboxPool:
         if removed:
             LOG.warning("removed %d sandboxes left by an earlier broker of project %s", removed, self.settings.project)
         for server, policy in self.settings.servers.items():
-            if policy.network != "none" and policy.network_name and not await self.engine.network_exists(policy.network_name):
+            if (policy.network != "none" and policy.network_name
+                    and not await self.engine.network_exists(policy.network_name)):
                 LOG.error("network %s for %s's sandboxes does not exist", policy.network_name, server)
         LOG.info("sandbox broker of %s ready: max_live %d, max_starting %d, servers %s", self.settings.project,
                  self.limits.max_live, self.limits.max_starting, ", ".join(self.settings.servers) or "-")
@@ -454,7 +470,7 @@ class SandboxPool:
             except Exception:  # noqa: BLE001 - the reaper must keep running
                 LOG.exception("sandbox reaper failed")
 
-    async def reap(self) -> list[str]:
+    async def reap(self) -> builtins.list[str]:  # `list` here is the method above
         now = time.monotonic()
         expired = []
         for sandbox in list(self.sandboxes.values()):

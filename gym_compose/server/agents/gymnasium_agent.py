@@ -13,7 +13,12 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.server.agents.common import (
-    as_input_list, global_config_of, model_reads_task_header, run_row_endpoint, task_header, user_message,
+    as_input_list,
+    global_config_of,
+    model_reads_task_header,
+    run_row_endpoint,
+    task_header,
+    user_message,
 )
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
@@ -57,7 +62,8 @@ class GymnasiumAgent(BaseServer):
             )
             new_items.extend(reply.get("output") or [])
             usage = add_usage(usage, reply.get("usage"))
-            step, answer = await client.post_json(environment, "/step", json={**row, "response": reply}, cookies=cookies)
+            step, answer = await client.post_json(environment, "/step", json={**row, "response": reply},
+                                                  cookies=cookies)
             cookies.update(answer.cookies)
             total_reward += float(step.get("reward") or 0.0)
             if step.get("terminated") or step.get("truncated"):

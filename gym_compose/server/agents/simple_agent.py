@@ -16,8 +16,15 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.server.agents.common import (
-    TASK_HEADER, RowError, as_input_list, check_row, global_config_of, model_reads_task_header, row_error_response,
-    run_row_endpoint, task_header,
+    TASK_HEADER,
+    RowError,
+    as_input_list,
+    check_row,
+    global_config_of,
+    model_reads_task_header,
+    row_error_response,
+    run_row_endpoint,
+    task_header,
 )
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage

@@ -26,7 +26,7 @@ def install(force: bool = False) -> bool:
         module = sys.modules.get(module_name)
         if module is None or getattr(module, "__gym_compose_compat__", False):
             module = types.ModuleType(module_name, f"gym-compose compatibility shim for {module_name}")
-            module.__gym_compose_compat__ = True
+            module.__gym_compose_compat__ = True  # type: ignore[attr-defined]
             module.__path__ = []  # a package, so submodules can be imported
             sys.modules[module_name] = module
         for name, value in attributes().items():

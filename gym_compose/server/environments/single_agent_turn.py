@@ -14,7 +14,12 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.server.agents.common import (
-    RowError, agent_model_reads_task_header, check_row, global_config_of, row_error_response, task_header,
+    RowError,
+    agent_model_reads_task_header,
+    check_row,
+    global_config_of,
+    row_error_response,
+    task_header,
 )
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.web import json_response, read_json_object
@@ -63,7 +68,8 @@ class SingleAgentTurnEnvironmentServer(BaseServer):
                 agent, "/v1/responses", json=row["responses_create_params"], cookies=cookies, headers=headers
             )
             cookies.update(answered.cookies)
-            verified, _ = await client.post_json(resources, "/verify", json={**row, "response": response}, cookies=cookies)
+            verified, _ = await client.post_json(resources, "/verify", json={**row, "response": response},
+                                                 cookies=cookies)
         finally:
             await self._close_resources_session(resources, cookies)
         return {**row, **verified}

@@ -91,6 +91,11 @@ def responses_to_chat(params: dict[str, Any], model: str) -> dict[str, Any]:
     return chat
 
 
+def _detail(usage: dict[str, Any], group: str, key: str) -> int:
+    """A token count from usage's `<group>: {<key>: N}` (absent or null: 0)."""
+    return int((usage.get(group) or {}).get(key) or 0)
+
+
 def chat_to_response(completion: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     choices = completion.get("choices") or []
     if not choices:
@@ -123,6 +128,7 @@ def chat_to_response(completion: dict[str, Any], params: dict[str, Any]) -> dict
         "metadata": params.get("metadata") or {},
         "usage": {"input_tokens": prompt, "output_tokens": generated,
                   "total_tokens": int(usage.get("total_tokens") or prompt + generated),
-                  "input_tokens_details": {"cached_tokens": int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)},
-                  "output_tokens_details": {"reasoning_tokens": int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)}},
+                  "input_tokens_details": {"cached_tokens": _detail(usage, "prompt_tokens_details", "cached_tokens")},
+                  "output_tokens_details": {
+                      "reasoning_tokens": _detail(usage, "completion_tokens_details", "reasoning_tokens")}},
     }

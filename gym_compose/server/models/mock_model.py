@@ -177,7 +177,8 @@ def _function_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for tool in tools or []:
         if tool.get("type", "function") != "function":
             continue
-        found.append(tool.get("function") if isinstance(tool.get("function"), dict) else tool)
+        function = tool.get("function")
+        found.append(function if isinstance(function, dict) else tool)
     return found
 
 
@@ -315,13 +316,15 @@ class MockModel(BaseServer):
 
         async def checked(request: Request):
             if request.headers.get("authorization") != expected:
-                return json_response({"error": {"message": "invalid or missing API key", "type": "invalid_api_key"}}, 401)
+                return json_response(
+                    {"error": {"message": "invalid or missing API key", "type": "invalid_api_key"}}, 401)
             return await endpoint(request)
 
         return checked
 
     async def _models(self, request: Request):
-        return json_response({"object": "list", "data": [{"id": MOCK_MODEL_NAME, "object": "model", "owned_by": "gym-compose"}]})
+        return json_response(
+            {"object": "list", "data": [{"id": MOCK_MODEL_NAME, "object": "model", "owned_by": "gym-compose"}]})
 
     async def _responses(self, request: Request):
         body = await read_json_object(request)
@@ -339,6 +342,7 @@ class MockModel(BaseServer):
         except MockRequestError as error:
             return _unprocessable(error)
         key = _digest([items, turn])
+        output: list[dict[str, Any]]
         if plan.calls:
             output = [
                 {"type": "function_call", "id": f"fc_{key}_{index}", "call_id": f"call_{key}_{index}",

@@ -62,6 +62,7 @@ class OpenAIModel(BaseServer):
         if self.config.openai_model:
             body["model"] = self.config.openai_model
         body.update(self.config.extra_body)
+        assert self._upstream is not None  # set up with the web server
         return await self._upstream.post_json(path, body, self._headers(request))
 
     async def _responses(self, request: Request) -> Response:
@@ -72,7 +73,8 @@ class OpenAIModel(BaseServer):
             try:
                 chat = responses_to_chat(params, self.config.openai_model)
             except (ValueError, KeyError, TypeError, AttributeError) as error:
-                raise UpstreamError(f"the request cannot be sent to a chat-completions endpoint: {_reason(error)}") from error
+                raise UpstreamError(
+                    f"the request cannot be sent to a chat-completions endpoint: {_reason(error)}") from error
             completion = await self._call("/chat/completions", chat, request)
             try:
                 return json_response(chat_to_response(completion, params))

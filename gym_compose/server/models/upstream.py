@@ -24,13 +24,16 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
 import orjson
 from pydantic import BaseModel, Field
 
 from gym_compose.server.http_client import HttpClient, PeerConnectError, PeerTimeout
+
+if TYPE_CHECKING:
+    import httpx
 
 LOG = logging.getLogger("gym_compose.server.upstream")
 
@@ -55,6 +58,7 @@ class UpstreamError(Exception):
 
     def __init__(self, message: str, status: int = 502, upstream_status: Optional[int] = None,
                  body: bytes = b""):
+        self.propagate_body = False  # the caller answers with the upstream's own error body
         self.status = status
         self.upstream_status = upstream_status
         self.body = body
@@ -145,7 +149,7 @@ class UpstreamClient:
         self.port = parts.port or (80 if self.plain else 443)
         self._fast = HttpClient(timeout=settings.read_timeout_seconds,
                                 connect_timeout=settings.connect_timeout_seconds) if self.plain else None
-        self._httpx = None
+        self._httpx: Optional[httpx.AsyncClient] = None
         self._slots: Optional[asyncio.Semaphore] = None
 
     def url(self, path: str) -> str:
@@ -184,7 +188,8 @@ class UpstreamClient:
     def _give_up_reason(self, attempts: int, wait: float, deadline: float, asked: bool) -> Optional[str]:
         settings = self.settings
         if attempts > settings.max_retries:
-            return f"gave up after {attempts} attempt{'s' if attempts > 1 else ''} (max_retries: {settings.max_retries})"
+            plural = "s" if attempts > 1 else ""
+            return f"gave up after {attempts} attempt{plural} (max_retries: {settings.max_retries})"
         remaining = deadline - time.monotonic()
         if wait >= remaining:
             what = f"it asked to retry after {wait:.1f} s" if asked else f"the next retry would start in {wait:.1f} s"
@@ -249,6 +254,7 @@ class UpstreamClient:
         parts = urlsplit(target)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         try:
+            assert self._fast is not None  # only plain-HTTP upstreams come here
             response = await asyncio.wait_for(
                 self._fast.request("POST", self.host, self.port, path, content=payload,
                                    headers={"Content-Type": "application/json", **headers}, timeout=limit + 1),

@@ -382,7 +382,7 @@ def chat_to_response(completion: dict[str, Any], params: dict[str, Any], model: 
             "total_tokens": usage.get("total_tokens"),
         }
     incomplete = {"length": {"reason": "max_output_tokens"},
-                  "content_filter": {"reason": "content_filter"}}.get(choice.get("finish_reason"))
+                  "content_filter": {"reason": "content_filter"}}.get(str(choice.get("finish_reason")))
     response: dict[str, Any] = {key: None for key in _ALWAYS_NULL}
     response.update({key: params.get(key) for key in _ECHOED})
     response.update({

@@ -29,8 +29,15 @@ from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.openai_model import upstream_error_response
 from gym_compose.server.models.upstream import UpstreamCallConfig, UpstreamClient, UpstreamError
 from gym_compose.server.models.vllm_conversion import (
-    ROUTED_EXPERTS, TOKEN_FIELDS, Unconvertible, chat_to_response, parse_think, responses_to_chat, token_metadata,
-    with_chat_defaults, wrap_think,
+    ROUTED_EXPERTS,
+    TOKEN_FIELDS,
+    Unconvertible,
+    chat_to_response,
+    parse_think,
+    responses_to_chat,
+    token_metadata,
+    with_chat_defaults,
+    wrap_think,
 )
 from gym_compose.server.sessions import SESSION_ID_KEY
 from gym_compose.server.web import json_response, read_json_object
@@ -310,14 +317,15 @@ class VLLMModel(BaseServer):
                 if generation_ids != generated:
                     raise UpstreamError("vLLM's generation token ids disagree with its logprob token ids")
             else:
-                tokenize_body = {key: body[key] for key in ("model", "messages", "tools", "chat_template_kwargs",
-                                                            "mm_processor_kwargs", "required_prefix_token_ids")
-                                 if key in body}
+                tokenize_body: dict[str, Any] = {
+                    key: body[key] for key in ("model", "messages", "tools", "chat_template_kwargs",
+                                               "mm_processor_kwargs", "required_prefix_token_ids") if key in body}
                 client = self._client(request)
                 tokenized = await client.post_json("", tokenize_body, url=_tokenize_url(client.base_url))
-                prompt_ids = tokenized.get("tokens")
-                if not isinstance(prompt_ids, list):
+                tokens = tokenized.get("tokens")
+                if not isinstance(tokens, list):
                     raise UpstreamError(f"{_tokenize_url(client.base_url)} answered without a `tokens` list")
+                prompt_ids = tokens
                 generation_ids = generated
             if len(generation_ids) != len(log_probs):
                 raise UpstreamError(f"vLLM returned {len(generation_ids)} generation token ids and "
@@ -355,6 +363,7 @@ class VLLMModel(BaseServer):
 
     def _client(self, request: Request) -> UpstreamClient:
         clients = self._clients
+        assert clients is not None  # set up with the web server
         if len(clients) == 1:
             return clients[0]
         session_id = (request.scope.get("session") or {}).get(SESSION_ID_KEY) or ""

@@ -20,7 +20,7 @@ import yaml
 
 from gym_compose.config import ConfigRequest
 from gym_compose.errors import UserError
-from gym_compose.run_rerun_config import INPUT_FILE, masked_paths, read_manifest, rerun_config
+from gym_compose.runs.rerun_config import INPUT_FILE, masked_paths, read_manifest, rerun_config
 
 RERUN_SUFFIX = "-rerun"
 
@@ -54,10 +54,11 @@ def pin_images(manifest: dict[str, Any], rebuild: bool, ask: bool) -> tuple[dict
     by id; to_rebuild: key -> recorded tag, for images gone from this engine)."""
     from gym_compose.engine.image_build import inspect_image
 
-    pinned, missing = {}, {}
+    pinned: dict[str, str] = {}
+    missing: dict[str, tuple[str, str | None]] = {}
     for key, (tag, image_id) in recorded_images(manifest).items():
         tagged = inspect_image(tag) if tag else None
-        if tagged is not None and image_id and tagged.get("Id") == image_id:
+        if tag and tagged is not None and image_id and tagged.get("Id") == image_id:
             pinned[key] = tag  # the tag still names that very image: keep it (a rebuilt server's base hash uses it)
         elif image_id and inspect_image(image_id) is not None:
             pinned[key] = image_id
@@ -105,8 +106,10 @@ def rerun_name(run_dir: Path) -> str:
 def rerun_command(run_dir: Path, options: Any, overrides: list[str], model_api_key: str | None,
                   results_dir: Path | None, run_name: str | None, keep: bool, rebuild: bool,
                   cwd: Path | None = None) -> int:
-    from gym_compose.evaluation import CollectionArgs, run_collection
-    from gym_compose.stack_commands import StackArgs, say
+    from gym_compose.console import say
+    from gym_compose.runs.eval_run import run_collection
+    from gym_compose.runs.run_inputs import CollectionArgs
+    from gym_compose.stack.lifecycle import StackArgs
 
     run_dir = run_dir.resolve()
     manifest = read_manifest(run_dir)

@@ -1,16 +1,17 @@
-"""Host-side collection helpers: run folders and what the manifest records."""
+"""The host side of a collection run: run folders, what the manifest records, a failed start."""
 
 from pathlib import Path
 
 import pytest
 
 from gym_compose.errors import UserError
-from gym_compose.evaluation import _new_run_dir, _redacted_argv, _resumed_run_dir
+from gym_compose.runs.manifest import redacted_argv
+from gym_compose.runs.run_folders import new_run_dir, resumed_run_dir
 
 
 def test_new_run_folders_are_claimed_once_each(tmp_path):
-    first = _new_run_dir(tmp_path, "bench")
-    second = _new_run_dir(tmp_path, "bench")
+    first = new_run_dir(tmp_path, "bench")
+    second = new_run_dir(tmp_path, "bench")
     assert first != second and first.is_dir() and second.is_dir()
     assert second.name.startswith(first.name)  # the same second: a -N suffix
 
@@ -19,22 +20,22 @@ def test_resume_picks_the_latest_run_of_that_name_only(tmp_path):
     for name in ["calc-20261130-070000", "calc-20261130-080000-2", "calc-20261130-080000-10",
                  "calc-hard-20261130-090000", "calc-20261130-080000"]:
         (tmp_path / name).mkdir()
-    assert _resumed_run_dir(tmp_path, "calc").name == "calc-20261130-080000-10"
+    assert resumed_run_dir(tmp_path, "calc").name == "calc-20261130-080000-10"
     with pytest.raises(UserError, match="no earlier run named 'other'"):
-        _resumed_run_dir(tmp_path, "other")
+        resumed_run_dir(tmp_path, "other")
 
 
 def test_unwritable_results_folder_is_a_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(UserError, match="cannot create a run folder"):
-        _new_run_dir(blocker / "results", "bench")
+        new_run_dir(blocker / "results", "bench")
 
 
 def test_manifest_command_line_masks_keys():
     argv = ["gym-compose", "up", "--model-api-key", "sk-1", "--model-api-key=sk-2", "++policy_api_key=sk-3",
             "+x.hf_token=t", "++policy_model_name=m", "--limit", "3"]
-    shown = _redacted_argv(argv)
+    shown = redacted_argv(argv)
     assert not {"sk-1", "sk-2", "sk-3", "t"} & set(part.split("=")[-1] for part in shown)
     assert "++policy_model_name=m" in shown and shown[-2:] == ["--limit", "3"]
 
@@ -42,25 +43,25 @@ def test_manifest_command_line_masks_keys():
 def test_a_start_that_fails_removes_the_run_folder_it_made(tmp_path, monkeypatch):
     """No empty run folder is left by a stack that never became healthy (no Docker: the engine
     calls around the start are stood in for)."""
-    from gym_compose import evaluation
     from gym_compose.config.request import ConfigRequest
     from gym_compose.engine.compose import ComposeProject
-    from gym_compose.evaluation import CollectionArgs, run_collection
     from gym_compose.plan import StackOptions
-    from gym_compose.stack_commands import StackArgs
+    from gym_compose.runs import eval_run
+    from gym_compose.runs.eval_run import CollectionArgs, run_collection
+    from gym_compose.stack.lifecycle import StackArgs
 
     repo = Path(__file__).resolve().parents[2]
     compose_file = tmp_path / "compose.yaml"
     compose_file.write_text("services: {}\n")
-    monkeypatch.setattr(evaluation, "refuse_if_running", lambda name: None)
-    monkeypatch.setattr(evaluation, "refuse_second_collector", lambda project: None)
-    monkeypatch.setattr(evaluation, "build_and_render", lambda stack, out, collector: ({}, ComposeProject("p", compose_file)))
-    monkeypatch.setattr(evaluation, "down_quietly", lambda project: None)
+    monkeypatch.setattr(eval_run, "refuse_if_running", lambda name: None)
+    monkeypatch.setattr(eval_run, "refuse_second_collector", lambda project: None)
+    monkeypatch.setattr(eval_run, "build_and_render", lambda stack, out, collector, **_: ({}, ComposeProject("p", compose_file)))
+    monkeypatch.setattr(eval_run, "down_quietly", lambda project: None)
 
     def failing_start(stack, project):
         raise UserError("policy-model stopped during start-up")
 
-    monkeypatch.setattr(evaluation, "start_servers", failing_start)
+    monkeypatch.setattr(eval_run, "start_servers", failing_start)
     results = tmp_path / "results"
     args = StackArgs(ConfigRequest(resources_servers=["example_single_tool_call"]), StackOptions(project="p"))
     collection = CollectionArgs(results_dir=results, input_file=repo / "server_images/example_single_tool_call/data/example.jsonl")

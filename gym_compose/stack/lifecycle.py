@@ -1,54 +1,41 @@
-"""The stack commands behind the CLI: render, build, up, down, ps, logs.
+"""A stack's life: resolve -> plan -> build -> render -> start and wait; the commands that drive it.
 
-Each is resolve -> plan -> (build) -> render -> engine, in that order; nothing touches Docker
-before the config has loaded and the stack has planned without error.
+`render`, `build`, `up`, `down` (and `down --all`, the reaper), `ps`. The compose project is the
+target (`engine.compose`); everything after rendering goes through `engine.target.DeployedStack`.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from gym_compose.config import LoadedConfig, load
 from gym_compose.config.request import ConfigRequest
+from gym_compose.console import say
+from gym_compose.contract import CACHE_LABEL
 from gym_compose.engine.build import build_stack_images
 from gym_compose.engine.compose import (
-    ensure_volume,
     ComposeProject,
-    ServiceState,
+    ensure_volume,
     labelled_projects,
     require_compose,
     supports_start_interval,
 )
-from gym_compose.engine.postmortem import describe_death, indented_log
+from gym_compose.engine.target import DeployedStack, ServiceState
 from gym_compose.errors import UserError
-from gym_compose.inference_engines import CACHE_LABEL
 from gym_compose.plan import Stack, StackOptions, plan_stack
 from gym_compose.render import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
-
-STOP_GRACE_SECONDS = 5
-WATCH_INTERVAL_SECONDS = 2.0
+from gym_compose.stack.log_following import attach
+from gym_compose.stack.state import existing_project, forget_project, project_dir
+from gym_compose.stack.table import print_services
+from gym_compose.stack.teardown import down_quietly
 
 
 @dataclass(frozen=True)
 class StackArgs:
     request: ConfigRequest
     options: StackOptions
-
-
-def say(message: str) -> None:
-    """A line on stderr; a terminal that went away (SIGHUP) must not stop a clean-up half-way."""
-    try:
-        print(message, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
@@ -63,17 +50,6 @@ def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
 
 def plan_from_request(args: StackArgs) -> Stack:
     return load_and_plan(args)[1]
-
-
-def state_dir() -> Path:
-    """Where the rendered project of each running stack lives, whatever the working directory."""
-    if os.environ.get("GYM_COMPOSE_STATE_DIR"):
-        return Path(os.environ["GYM_COMPOSE_STATE_DIR"])
-    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "gym-compose"
-
-
-def project_dir(project: str) -> Path:
-    return state_dir() / "projects" / project
 
 
 def render_options() -> RenderOptions:
@@ -93,6 +69,7 @@ def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None
 def render_command(args: StackArgs, output: Path) -> Path:
     stack = plan_from_request(args)
     _, project = build_and_render(stack, output)
+    assert project.compose_file is not None
     say(f"rendered {project.compose_file}; run it with: docker compose -f {project.compose_file} up --wait")
     return project.compose_file
 
@@ -105,10 +82,10 @@ def build_command(args: StackArgs) -> dict[str, str]:
     return images
 
 
-def project_states(project: ComposeProject) -> list[ServiceState]:
-    """`compose ps`, explaining a missing Compose v2 instead of showing its raw failure."""
+def project_states(stack: DeployedStack) -> list[ServiceState]:
+    """`ps`, explaining a missing Compose v2 instead of showing its raw failure."""
     try:
-        return project.ps()
+        return stack.ps()
     except UserError:
         require_compose()
         raise
@@ -124,7 +101,7 @@ def refuse_if_running(project_name: str) -> None:
         )
 
 
-def start_servers(stack: Stack, project: ComposeProject) -> None:
+def start_servers(stack: Stack, deployed: DeployedStack) -> None:
     """Start every server and wait until all are healthy; any failure removes the stack again."""
     names = stack_service_names(stack)
     say(f"starting {len(names)} services of project {stack.project!r} ...")
@@ -132,11 +109,11 @@ def start_servers(stack: Stack, project: ComposeProject) -> None:
     try:
         for volume in stack.volumes.values():
             ensure_volume(volume, f"{CACHE_LABEL}=model")
-        project.up(wait_timeout_seconds(stack), services=names)
+        deployed.up(wait_timeout_seconds(stack), services=names)
         say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
-        print_services(project.ps())
+        print_services(deployed.ps())
     except BaseException:
-        down_quietly(project)
+        down_quietly(deployed)
         raise
 
 
@@ -156,69 +133,6 @@ def up_command(args: StackArgs, detach: bool) -> None:
         say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
         return
     attach(project, stack_service_names(stack))
-
-
-def attach(project: ComposeProject, services: list[str]) -> None:
-    """Follow the logs until Ctrl-C (or SIGTERM/SIGHUP) or a server dies, then stop and remove the
-    stack. Ctrl-C ends in KeyboardInterrupt (exit 130) once everything is removed."""
-    logs = project.follow_logs([], follow=True, tail="0")
-    dead: list[ServiceState] = []
-    try:
-        while not dead:
-            time.sleep(WATCH_INTERVAL_SECONDS)
-            check = project.check_stack(services)
-            if check.empty:
-                say("the stack's containers are gone (removed from outside)")
-                break
-            dead = check.dead
-    except KeyboardInterrupt:
-        say(f"\nstopping (grace period {STOP_GRACE_SECONDS}s) ...")
-        raise
-    finally:
-        logs.stop(grace_seconds=5)
-        for state in dead:
-            say(f"error: {describe_death(state)}; last log lines:")
-            say("\n".join(indented_log(project, state.service)))
-        stop_and_remove(project)
-    if dead:
-        raise UserError("a server died; the stack was stopped", hint="see the log lines above", exit_code=1)
-
-
-@contextmanager
-def uninterruptible() -> Iterator[None]:
-    """A clean-up that a second Ctrl-C (or SIGTERM, SIGHUP) must not leave half-done; every step
-    of it has a timeout, so it ends."""
-    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in stopping}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def stop_and_remove(project: ComposeProject) -> None:
-    """Stop with a grace period, name what had to be killed, remove everything."""
-    with uninterruptible():
-        try:
-            project.stop(STOP_GRACE_SECONDS)
-            killed = [s.service for s in project.ps() if s.exit_code == 137]
-            if killed:
-                say(f"killed after {STOP_GRACE_SECONDS}s grace: {', '.join(killed)}")
-        except UserError as error:
-            say(f"warning: could not stop the stack gracefully: {error}")
-        down_quietly(project)
-    say("gym-compose finished")
-
-
-def existing_project(project: str) -> ComposeProject:
-    compose_file = project_dir(project) / "compose.yaml"
-    return ComposeProject(project, compose_file if compose_file.is_file() else None)
-
-
-def forget_project(project_name: str) -> None:
-    """The rendered project and its secret files live only as long as the stack they describe."""
-    shutil.rmtree(project_dir(project_name), ignore_errors=True)
 
 
 def down_command(project_name: str) -> None:
@@ -256,33 +170,3 @@ def ps_command(project_name: str) -> None:
     from gym_compose.sandbox_stack.commands import print_sandboxes
 
     print_sandboxes(project_name)
-
-
-def logs_command(project_name: str, services: list[str], follow: bool, tail: str | None) -> int:
-    logs = existing_project(project_name).follow_logs(services, follow, tail)
-    try:
-        code = logs.wait()
-    except KeyboardInterrupt:
-        logs.stop(grace_seconds=5)
-        return 130
-    if code:
-        logs.check()
-    return code or 0
-
-
-def print_services(states: list[ServiceState]) -> None:
-    rows = [("SERVICE", "STATE", "HEALTH", "PUBLISHED")]
-    rows += [(s.service, s.state, s.health or "-", ", ".join(s.published) or "-") for s in states]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-
-
-def down_quietly(project: ComposeProject) -> None:
-    try:
-        with uninterruptible():
-            project.down()
-    except Exception as error:  # the original failure matters more than a failed clean-up
-        say(f"warning: could not remove the stack: {error}; run `gym-compose down -p {project.name}`")
-    else:
-        forget_project(project.name)

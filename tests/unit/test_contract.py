@@ -1,0 +1,84 @@
+"""One contract between host and containers: files that cannot import gym_compose.contract (the
+healthcheck probe, the Dockerfiles, the compose templates) spell the same values, and no module
+spells a contract value of its own."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import yaml
+
+from gym_compose import contract
+from gym_compose.server import healthcheck
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "gym_compose"
+
+
+def test_the_contract_imports_nothing_outside_the_standard_library():
+    tree = ast.parse((PACKAGE / "contract.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported <= {"__future__"}
+
+
+def test_the_healthcheck_probe_asks_the_contracts_readiness_path():
+    assert healthcheck.READY_PATH == contract.READY_PATH  # it runs with python -I -S: no package to import
+    assert (PACKAGE / "server" / "healthcheck.py").relative_to(REPO).as_posix() == \
+        contract.HEALTHCHECK_SCRIPT.removeprefix(contract.RUNTIME_ROOT + "/")
+
+
+def test_compose_templates_spell_the_contracts_user_and_probe():
+    server = yaml.safe_load((REPO / "compose_templates/server.yaml").read_text())
+    assert server["user"] == contract.SERVER_USER
+    assert contract.HEALTHCHECK_SCRIPT in server["healthcheck"]["test"]
+    collector = yaml.safe_load((REPO / "compose_templates/collector.yaml").read_text())
+    assert collector["entrypoint"] == ["python", "-m", "gym_compose.collect"]
+
+
+def test_dockerfiles_spell_the_contracts_user_paths_and_variables():
+    base = (REPO / "docker/base.Dockerfile").read_text()
+    uid = contract.SERVER_UID
+    assert f"server:x:{uid}:{uid}:" in base and f"server:x:{uid}:" in base
+    assert f"USER {contract.SERVER_USER}" in base
+    assert f"WORKDIR {contract.SERVER_DIR}" in base
+    assert f"{contract.SERVER_DIR_ENV}={contract.SERVER_DIR}" in base
+    assert f"COPY gym_compose/ {contract.RUNTIME_ROOT}/gym_compose/" in base
+    assert f"echo {contract.RUNTIME_ROOT} >" in base  # the .pth file that puts the package on sys.path
+    for name in ("server.Dockerfile", "server-requirements.Dockerfile", "server-native.Dockerfile"):
+        text = (REPO / "docker" / name).read_text()
+        assert f"COPY server/ {contract.SERVER_DIR}/" in text, name
+        users = re.findall(r"^USER (\S+)", text, re.MULTILINE)
+        assert set(users) <= {"root", contract.SERVER_USER}, name  # root only in build stages
+
+
+# Values distinctive enough that spelling one anywhere but the contract is a second source.
+DISTINCTIVE = ("CONFIG_DICT_ENV", "CONFIG_PATH_ENV", "BIND_HOST_ENV", "SERVER_DIR_ENV", "SECRETS_DIR_ENV",
+               "HEAD_VIEW_ENV", "LOG_LEVEL_ENV", "PROJECT_ENV", "READY_PATH", "TIME_LEFT_HEADER", "SECRET_PREFIX",
+               "PROJECT_LABEL", "ROLE_LABEL", "INSTANCE_LABEL", "IMAGE_LABEL", "CACHE_LABEL", "RUNTIME_ROOT",
+               "SERVER_DIR", "SECRETS_DIR", "COLLECTOR_INPUT", "COLLECTOR_RESULTS", "SERVER_USER", "HEALTHCHECK_SCRIPT")
+MAY_SPELL = {"contract.py", "server/healthcheck.py"}  # the probe is checked above
+
+
+def string_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings}
+
+
+def test_no_module_spells_a_contract_value_of_its_own():
+    values = {getattr(contract, name): name for name in DISTINCTIVE}
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative in MAY_SPELL:
+            continue
+        for text in string_constants(path):
+            if text in values:
+                offenders.append(f"{relative}: {text!r} (contract.{values[text]})")
+    assert offenders == []
