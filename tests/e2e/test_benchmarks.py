@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import PROJECT_PREFIX
+
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +63,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("benchmarks")
-    project, head_port = "gce2e-benchmarks", free_port()
+    project, head_port = f"{PROJECT_PREFIX}-benchmarks", free_port()
     up = gym_compose("up", "-d", "-p", project, "--head-port", str(head_port), *CONFIG, cwd=REPO)
     try:
         assert up.returncode == 0, up.stderr

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import PROJECT_PREFIX
+
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "gym_compose"]
-PROJECT = "gce2e-rerun"
+PROJECT = f"{PROJECT_PREFIX}-rerun"
 ADVERSARY = "++policy_model.responses_api_models.mock_model.mode=adversary"
 
 
