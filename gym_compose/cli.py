@@ -222,6 +222,51 @@ def eval_run(
     raise typer.Exit(run_collection(StackArgs(request, stack), collection, serve=not no_serve, keep=keep))
 
 
+@eval_app.command("rerun", context_settings=STACK_COMMAND)
+@with_stack
+def eval_rerun(
+    ctx: typer.Context,
+    stack,
+    run_dir: Annotated[Path, typer.Argument(help="A finished run folder (it holds manifest.json and input.jsonl).")],
+    model_api_key: Annotated[Optional[str], typer.Option(
+        "--model-api-key", metavar="KEY", help="The model key again (the manifest masks it); also from env.yaml.")] = None,
+    results_dir: Annotated[Optional[Path], typer.Option(
+        "--results-dir", help="Parent of the new run folder (default: the run's own parent).")] = None,
+    run_name: Annotated[Optional[str], typer.Option(
+        "--run-name", help="New run folder prefix (default: the run's name + '-rerun').")] = None,
+    rebuild: Annotated[bool, typer.Option(
+        "--rebuild", help="Build images of the run that are gone again, from the same recipe (same content hash).")] = False,
+    keep: KeepOpt = False,
+) -> None:
+    """Run a finished run again from its manifest alone, into a new run folder.
+
+    The same resolved config (secrets masked in the manifest are asked for again: --model-api-key,
+    env.yaml, or ++PATH=VALUE), the same images by id, the same rows (input.jsonl) and collector
+    options. Other overrides change the config, as in any command. Then compare the two runs with
+    `gym-compose eval compare`.
+    """
+    from gym_compose.runs.rerun import rerun_command
+
+    stray = [arg for arg in ctx.args if arg.startswith("-")]
+    if stray:
+        raise UserError(f"unknown option(s): {' '.join(stray)}", hint="see `gym-compose eval rerun --help`")
+    raise typer.Exit(rerun_command(run_dir, stack, list(ctx.args), model_api_key, results_dir, run_name, keep, rebuild))
+
+
+@eval_app.command("compare")
+def eval_compare(
+    run_a: Annotated[Path, typer.Argument(help="The first run folder (A).")],
+    run_b: Annotated[Path, typer.Argument(help="The second run folder (B).")],
+    json_output: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    max_tasks: Annotated[int, typer.Option("--max-tasks", min=1, help="Flipped tasks to list.")] = 50,
+) -> None:
+    """Compare two runs: each agent's key metrics side by side with deltas, and the tasks that
+    flipped between passing and failing (a task passes when its mean reward is at least 0.5)."""
+    from gym_compose.runs.compare import compare_command
+
+    compare_command(run_a, run_b, json_output=json_output, max_tasks=max_tasks)
+
+
 @eval_app.command("prepare", context_settings=STACK_COMMAND)
 @with_config
 def eval_prepare(request) -> None:

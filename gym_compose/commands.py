@@ -24,13 +24,19 @@ def resolve_command(request: ConfigRequest, cwd: Path | None = None) -> None:
 
 
 def list_command(search_dirs: list[Path], cwd: Path | None = None) -> None:
-    """One aligned row per component a selector can find: selector flag, name, config path."""
+    """One aligned row per component a selector can find: selector flag, name, rows (benchmarks:
+    the rows of their datasets), config path."""
+    from gym_compose.benchmark_rows import benchmark_rows
+
     roots = search_roots(search_dirs, (cwd or Path.cwd()).resolve())
     components = discover(roots)
     if not components:
         print("nothing found under: " + ", ".join(map(str, roots)), file=sys.stderr)
         return
-    rows = [("SELECTOR", "NAME", "PATH")] + [(SELECTOR_FLAGS[c.kind], c.selector, str(c.path)) for c in components]
-    widths = [max(len(row[i]) for row in rows) for i in range(2)]
-    for flag, name, path in rows:
-        print(f"{flag:<{widths[0]}}  {name:<{widths[1]}}  {path}")
+    rows = [("SELECTOR", "NAME", "ROWS", "PATH")]
+    for c in components:
+        counted = benchmark_rows(c.path, roots) if c.kind == "benchmark" else ""
+        rows.append((SELECTOR_FLAGS[c.kind], c.selector, counted, str(c.path)))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for flag, name, counted, path in rows:
+        print(f"{flag:<{widths[0]}}  {name:<{widths[1]}}  {counted:>{widths[2]}}  {path}")

@@ -220,6 +220,8 @@ def discover(roots: Iterable[Path]) -> list[Component]:
                 add(kind, _flavored(name, config.stem, name), config)
         for kind, folder in (("benchmark", "benchmarks"), ("environment", "environments")):
             for config in sorted(root.glob(f"{folder}/*/*.yaml")):
-                if config.stem != "manifest":
+                # a benchmark is a folder with a config.yaml (its other files are flavors); shared
+                # folders such as benchmarks/prompts/ are not benchmarks
+                if config.stem != "manifest" and (config.parent / "config.yaml").is_file():
                     add(kind, _flavored(config.parent.name, config.stem, "config"), config)
     return sorted(found.values(), key=lambda c: (SELECTOR_ORDER.index(c.kind), c.selector))

@@ -8,14 +8,20 @@ from typing import Callable
 from gym_compose.plan import Stack
 
 
-def build_stack_images(stack: Stack, progress: Callable[[str], None] = print) -> dict[str, str]:
-    """Returns service name -> image tag, plus "base" -> the base image tag."""
+def build_stack_images(stack: Stack, progress: Callable[[str], None] = print,
+                       pinned: dict[str, str] | None = None) -> dict[str, str]:
+    """Returns service name -> image tag, plus "base" -> the base image tag. A `pinned` entry (the
+    same keys, an image id) is used as it is, nothing built for it (`eval rerun`)."""
     from gym_compose.engine.images import ensure_base_image, ensure_server_image
 
-    base = ensure_base_image(progress=progress)
+    pinned = pinned or {}
+    base = pinned.get("base") or ensure_base_image(progress=progress)
     images: dict[str, str] = {"base": base}
     by_source: dict[Path, str] = {}
     for service in stack.services:
+        if service.name in pinned:
+            images[service.name] = pinned[service.name]
+            continue
         if service.image is not None:  # an inference engine's public image: compose pulls it
             images[service.name] = service.image
             continue
@@ -28,6 +34,10 @@ def build_stack_images(stack: Stack, progress: Callable[[str], None] = print) ->
         images[service.name] = by_source[source]
     if stack.sandboxes is not None:
         from gym_compose.engine.sandbox_images import ensure_stack_sandbox_images
+        from gym_compose.sandbox_stack.plan import BROKER_SERVICE
 
-        images.update(ensure_stack_sandbox_images(stack.sandboxes, base, progress))
+        keys = [BROKER_SERVICE] + [server.image_key for server in stack.sandboxes.servers]
+        if not all(key in pinned for key in keys):
+            images.update(ensure_stack_sandbox_images(stack.sandboxes, base, progress))
+        images.update({key: pinned[key] for key in keys if key in pinned})
     return images

@@ -6,7 +6,10 @@
 - `supervision`: the one-off collector, its progress and the stack watched while it runs;
 - `progress_display`: the progress bar;
 - `manifest`: what ran (`manifest.json`, the command line with secrets masked);
-- `summary`: the key metrics printed at the end.
+- `provenance`: what the manifest records for trust and reruns (models, sampling, row hashes, versions);
+- `summary`: the key metrics printed at the end;
+- `rerun`, `rerun_config`: `eval rerun`, a finished run again from its manifest alone;
+- `compare`: `eval compare`, two runs side by side.
 
 Vocabulary: a *run* is one collection; the *collector* (`gym_compose.collect`, inside the
 project's network) collects its rollouts into the *run folder*.

@@ -11,11 +11,13 @@ from __future__ import annotations
 import shutil
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
 
 from gym_compose.console import say
 from gym_compose.engine.compose import ComposeProject
 from gym_compose.errors import UserError
-from gym_compose.runs.manifest import resume_command, write_manifest
+from gym_compose.runs.manifest import resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
 from gym_compose.runs.run_inputs import CollectionArgs, plan_run, write_run_inputs
 from gym_compose.runs.summary import print_summary
@@ -34,8 +36,12 @@ from gym_compose.stack.teardown import down_quietly, stop_and_remove
 __all__ = ["CollectionArgs", "run_collection"]
 
 
-def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool) -> int:
-    """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`."""
+def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool,
+                   pinned_images: dict[str, str] | None = None, rerun_of: Path | None = None,
+                   check_images: Callable[[dict[str, str]], None] | None = None) -> int:
+    """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`.
+    `pinned_images` (key -> image) are used as they are instead of built, and `check_images` sees
+    the images before anything starts (`eval rerun`)."""
     loaded, stack = load_and_plan(args)
     planned = plan_run(loaded, stack, collection)
     if serve:
@@ -45,25 +51,30 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     refuse_second_collector(ComposeProject(stack.project))
     run_dir, created = claim_run_dir(collection.results_dir, planned.name, collection.resume)
     started_at = datetime.now(timezone.utc)
+    record = run_record(planned, collection, rerun_of)
     outcome: CollectorOutcome | None = None
     images: dict[str, str] = {}
     project: ComposeProject | None = None
     try:
         collector = write_run_inputs(run_dir, planned, collection)
-        images, project = build_and_render(stack, project_dir(stack.project), collector)
+        images, project = build_and_render(stack, project_dir(stack.project), collector, pinned=pinned_images)
+        if check_images is not None:
+            check_images(images)
         if serve:
             start_servers(stack, project)
         outcome = CollectorOutcome(1)  # from here on the run folder is the run's, whatever happens
         outcome = run_collector(project, run_dir, stack_service_names(stack))
     except BaseException:
         if outcome is not None and project is not None:  # before `down` forgets the compose file
-            write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
+            write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code,
+                           record)
         if serve and not keep and project is not None:
             down_quietly(project)
         if outcome is None and created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code)
+    write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code,
+                           record)
     print_summary(run_dir)
     print(f"results: {run_dir}")
     if serve and not keep:

@@ -19,8 +19,21 @@ MANIFEST_FILE = "manifest.json"
 COMPOSE_COPY = "compose.yaml"
 
 
+def run_record(planned: Any, collection: Any, rerun_of: Path | None) -> dict[str, Any]:
+    """What the manifest records beside the config: the collection as a rerun repeats it and the
+    datasets to hash (the rows are hashed, the engine asked, when the manifest is written)."""
+    from gym_compose.runs.provenance import collection_record
+
+    args = planned.collector_args
+    repeats = next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--num-repeats"), None)
+    return {"collection": collection_record(list(collection.collector_args), int(repeats) if repeats else None,
+                                            collection.prompt_config is not None),
+            "datasets": [dataset.path for dataset in planned.datasets],
+            "rerun_of": str(rerun_of.resolve()) if rerun_of else None}
+
+
 def write_manifest(run_dir: Path, data: dict[str, Any], compose_file: Path | None, images: dict[str, str],
-                   started_at: datetime, exit_code: int) -> None:
+                   started_at: datetime, exit_code: int, record: dict[str, Any] | None = None) -> None:
     """The resolved config (redacted), the images and their ids, the command line, the exit code and
     a copy of the compose file that ran."""
     if compose_file is not None:
@@ -41,6 +54,15 @@ def write_manifest(run_dir: Path, data: dict[str, Any], compose_file: Path | Non
         "compose_file": COMPOSE_COPY if compose_file is not None else None,
         "resolved_config": redact(data),
     }
+    if record is not None:
+        from gym_compose.engine.engine_info import engine_versions
+        from gym_compose.runs.provenance import provenance
+
+        manifest["collection"] = record["collection"]
+        manifest["provenance"] = provenance(data, record["collection"]["collector_args"], run_dir / "input.jsonl",
+                                            record["datasets"], engine_versions())
+        if record["rerun_of"]:
+            manifest["rerun_of"] = record["rerun_of"]
     (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
 
 

@@ -59,9 +59,9 @@ def render_options() -> RenderOptions:
     return RenderOptions(healthcheck_start_interval=supports_start_interval(), docker_socket=docker_socket())
 
 
-def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None
-                     ) -> tuple[dict[str, str], ComposeProject]:
-    images = build_stack_images(stack, progress=say)
+def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None,
+                     pinned: dict[str, str] | None = None) -> tuple[dict[str, str], ComposeProject]:
+    images = build_stack_images(stack, progress=say, pinned=pinned)
     compose_file = write_project(stack, images, out_dir, collector, render_options())
     return images, ComposeProject(stack.project, compose_file)
 

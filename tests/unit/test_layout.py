@@ -43,7 +43,8 @@ def test_selectors_and_nemo_gym_paths_find_the_named_configs():
 
 
 def test_each_benchmark_holds_its_config_data_and_prepare_script():
-    for folder in (path for path in (REPO / "benchmarks").iterdir() if path.is_dir()):
+    # a benchmark is a folder with a config.yaml; benchmarks/prompts/ holds shared prompt configs, as NeMo Gym's does
+    for folder in (path for path in (REPO / "benchmarks").iterdir() if (path / "config.yaml").is_file()):
         config = yaml.safe_load((folder / "config.yaml").read_text())
         datasets = [d for block in config.values() if isinstance(block, dict) for servers in block.values()
                     if isinstance(servers, dict) for spec in servers.values() if isinstance(spec, dict)

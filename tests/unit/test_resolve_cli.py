@@ -100,7 +100,9 @@ def test_list_shows_every_selectable_component_with_its_path(tmp_path):
         (checkout / relative).write_text("{}\n")
     result = runner.invoke(app, ["list", "--search-dir", str(checkout)])
     assert result.exit_code == 0, result.output
-    rows = [line.split() for line in result.stdout.splitlines()[1:]]
+    lines = [line.split() for line in result.stdout.splitlines()[1:]]
+    rows = [(line[0], line[1], line[-1]) for line in lines]  # a benchmark's ROWS column sits between
+    assert ["--benchmark", "quiz", "-", str(checkout / "benchmarks/quiz/config.yaml")] in lines  # declares no dataset
     expected = {
         ("--resources-server", "weather", str(checkout / "resources_servers/weather/configs/weather.yaml")),
         ("--resources-server", "weather/hard", str(checkout / "resources_servers/weather/configs/hard.yaml")),

@@ -5,19 +5,30 @@ Per request it decides one turn from what it is given:
    JSON string, a list of turns; turn N (N = assistant turns already in the input) is
    `{"tool": NAME, "arguments": {...}}`, `{"tool_calls": [{"tool": ..., "arguments": ...}, ...]}`
    or `{"text": "..."}`. Past the end of the script it answers as in 3.
-2. Otherwise, on the first turn, when tools are offered (and tool_choice is not "none"), it
-   calls the first function tool with arguments built from its JSON schema (a row field with
-   the same name as a property wins over the schema's example value).
+2. Otherwise, on the first turn, when tools are offered (and tool_choice is not "none"), the
+   oracle (and `plain`) calls the first function tool with arguments built from its JSON schema
+   (a row field with the same name as a property wins over the schema's example value). The
+   adversary calls no tool.
 3. Then it answers with text. The text depends on `mode` (config key, or `gym_mock_mode` in the
-   row's metadata): `oracle` answers the row's expected answer, `adversary` a wrong one, `plain`
-   a fixed sentence. The expected answer is the first of `expected_answer`, `answer`,
-   `ground_truth`, `target` in the row's task fields, which the built-in agents send in the
-   `x-gym-task` header (base64url JSON of the row without its create params) to a model server
-   that is a mock_model (or an openai_model with `forward_task_header: true`). No expected
-   answer -> `plain`. With `gym_mock_answer: tool_output` in the row's metadata the oracle answers
-   what its last tool call returned instead (the `stdout` of a JSON tool output, else the whole
-   output), so a reward of 1.0 shows the tool really computed the answer (e.g. code run in a
-   sandbox); the adversary still answers wrong.
+   row's metadata): `oracle` answers what the task expects, `adversary` a wrong answer, `plain`
+   a fixed sentence. What the task expects comes from the row's task fields, which the built-in
+   agents send in the `x-gym-task` header (base64url JSON of the row without its create params)
+   to a model server that is a mock_model (or an openai_model with `forward_task_header: true`):
+   - `expected_answer` (else `answer`, `ground_truth`, `target`): that answer. When the prompt
+     asks for a `\\boxed{}` answer (as math prompts do), the mock boxes it, as a model that
+     follows the prompt would: "The final answer is $\\boxed{...}$." The adversary's wrong answer
+     is the number plus one, or, for an answer that is not a number, a number (boxed) or
+     "not <answer>" (plain).
+   - `expected_actions` (a list): a multi-step task (a game) played right, one per turn: turn N
+     answers item N (the last one past the end). The adversary plays `wrong_actions` when the row
+     gives them, else the wrong answer of each expected action.
+   - `canonical_solution` with `prompt` (a HumanEval-style code task): the program `prompt +
+     canonical_solution` in a ```python block; the adversary the prompt with `return None` as the
+     body of its last function.
+   No expected answer -> `plain`. With `gym_mock_answer: tool_output` in the row's metadata the
+   oracle answers what its last tool call returned instead (the `stdout` of a JSON tool output,
+   else the whole output), so a reward of 1.0 shows the tool really computed the answer (e.g.
+   code run in a sandbox); the adversary still answers wrong.
 
 Its responses' `model` field is always "gym-compose-mock-model".
 """
@@ -40,6 +51,7 @@ MOCK_MODEL_NAME = "gym-compose-mock-model"
 EXPECTED_ANSWER_KEYS = ("expected_answer", "answer", "ground_truth", "target")
 PLAIN_ANSWER = "I have finished the task."
 MODES = ("oracle", "adversary", "plain")
+NON_ANSWER_NUMBER = "-7919"  # the adversary's boxed answer to a task whose answer is not a number
 
 
 class MockModelConfig(BaseServerConfig):
@@ -56,15 +68,77 @@ def expected_answer(task: dict[str, Any]) -> Optional[Any]:
     return None
 
 
-def wrong_answer(expected: Any) -> str:
-    """An answer that differs from `expected` in a way any checking verifier notices."""
-    text = str(expected).strip()
+def _number(text: str) -> Optional[float]:
     try:
-        number = float(text)
+        return float(text)
     except ValueError:
+        return None
+
+
+def wrong_answer(expected: Any, boxed: bool = False) -> str:
+    """An answer that differs from `expected` in a way any checking verifier notices.
+
+    A number becomes that number plus one. Other text becomes "not <text>", except inside
+    `\\boxed{}`, where an equivalence checker would find the expression in it again: there it
+    becomes a number that no symbolic answer equals.
+    """
+    text = str(expected).strip()
+    number = _number(text)
+    if number is None:
+        if boxed:
+            return NON_ANSWER_NUMBER
         return f"not {text}" if text else "wrong"
     wrong = number + 1
     return str(int(wrong)) if wrong.is_integer() else str(wrong)
+
+
+def asks_for_boxed(items: list[Any]) -> bool:
+    """Whether the prompt (system, developer or user text) asks for a `\\boxed{}` answer."""
+    for item in items:
+        if not isinstance(item, dict) or item.get("role") not in ("system", "developer", "user"):
+            continue
+        content = item.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        if isinstance(content, str) and "\\boxed" in content:
+            return True
+    return False
+
+
+def _boxed(answer: str) -> str:
+    return f"The final answer is $\\boxed{{{answer}}}$."
+
+
+def _turn_item(actions: Any, turn: int) -> Optional[str]:
+    if isinstance(actions, list) and actions:
+        return str(actions[min(turn, len(actions) - 1)])
+    return None
+
+
+def code_task_answer(task: dict[str, Any], mode: str) -> Optional[str]:
+    """A HumanEval-style task's program: the reference solution, or the stub returning None."""
+    prompt, solution = task.get("prompt"), task.get("canonical_solution")
+    if not isinstance(prompt, str) or not isinstance(solution, str):
+        return None
+    body = solution if mode == "oracle" else "    return None\n"
+    program = (prompt + body).rstrip("\n")
+    return f"```python\n{program}\n```"
+
+
+def task_answer(task: dict[str, Any], mode: str, turn: int, boxed: bool) -> Optional[str]:
+    """What the oracle (or the adversary) answers this task at this turn; None: nothing known."""
+    expected = expected_answer(task)
+    if expected is not None:
+        if mode == "oracle":
+            return _boxed(str(expected)) if boxed else str(expected)
+        wrong = wrong_answer(expected, boxed)
+        return _boxed(wrong) if boxed else wrong
+    action = _turn_item(task.get("expected_actions"), turn)
+    if action is not None:
+        if mode == "oracle":
+            return action
+        return _turn_item(task.get("wrong_actions"), turn) or wrong_answer(action)
+    return code_task_answer(task, mode)
 
 
 def example_value(schema: dict[str, Any], name: str, task: dict[str, Any]) -> Any:
@@ -157,7 +231,8 @@ def tool_answer(output: str) -> str:
 
 
 def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata: dict[str, Any],
-              task: dict[str, Any], mode: str, last_tool_output: Optional[str] = None) -> TurnPlan:
+              task: dict[str, Any], mode: str, last_tool_output: Optional[str] = None,
+              boxed: bool = False) -> TurnPlan:
     metadata = metadata if isinstance(metadata, dict) else {}
     script_text = metadata.get("gym_mock_script")
     if script_text:
@@ -169,21 +244,19 @@ def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata
             raise MockRequestError("gym_mock_script", "metadata.gym_mock_script must be a JSON list of turns")
         if turn < len(script):
             return _script_step(script[turn], turn)
-    elif turn == 0 and tool_choice != "none":
-        functions = _function_tools(tools)
-        if functions:
-            first = functions[0]
-            return TurnPlan(calls=[(first["name"], arguments_from_schema(first.get("parameters") or {}, task))])
     row_mode = metadata.get("gym_mock_mode")
     mode = str(row_mode or mode)
     if mode not in MODES:
         raise MockRequestError("gym_mock_mode", f"mock_model mode must be one of {', '.join(MODES)}, not {mode!r}")
-    expected = expected_answer(task)
+    if not script_text and turn == 0 and tool_choice != "none" and mode != "adversary":
+        functions = _function_tools(tools)
+        if functions:
+            first = functions[0]
+            return TurnPlan(calls=[(first["name"], arguments_from_schema(first.get("parameters") or {}, task))])
     if mode == "oracle" and metadata.get("gym_mock_answer") == "tool_output" and last_tool_output is not None:
         return TurnPlan(text=tool_answer(last_tool_output))
-    if expected is None or mode == "plain":
-        return TurnPlan(text=PLAIN_ANSWER)
-    return TurnPlan(text=str(expected) if mode == "oracle" else wrong_answer(expected))
+    answer = None if mode == "plain" else task_answer(task, mode, turn, boxed)
+    return TurnPlan(text=PLAIN_ANSWER if answer is None else answer)
 
 
 def count_assistant_turns(items: list[Any], is_assistant) -> int:
@@ -264,7 +337,8 @@ class MockModel(BaseServer):
                         if isinstance(item, dict) and item.get("type") == "function_call_output"]
         try:
             plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
-                             body.get("metadata") or {}, task, self.config.mode, _last_text(tool_outputs))
+                             body.get("metadata") or {}, task, self.config.mode, _last_text(tool_outputs),
+                             boxed=asks_for_boxed(items))
         except MockRequestError as error:
             return _unprocessable(error)
         key = _digest([items, turn])
@@ -299,7 +373,8 @@ class MockModel(BaseServer):
                         if isinstance(message, dict) and message.get("role") == "tool"]
         try:
             plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
-                             body.get("metadata") or {}, task, self.config.mode, _last_text(tool_outputs))
+                             body.get("metadata") or {}, task, self.config.mode, _last_text(tool_outputs),
+                             boxed=asks_for_boxed(messages))
         except MockRequestError as error:
             return _unprocessable(error)
         key = _digest([messages, turn])

@@ -1,0 +1,192 @@
+"""`gym-compose eval compare RUN_A RUN_B`: two run folders side by side: each agent's key metrics
+with their deltas, and the tasks that flipped between passing and failing.
+
+A task is one distinct row as sent (the row of `rollouts_materialized_inputs.jsonl` without the
+collector's `_ng_` fields), so two runs of the same rows match whatever order they finished in,
+and a rerun's tasks meet the original's. A task *passes* when the mean reward of its rollouts is
+at least 0.5 (for 0/1 rewards: at least half its rollouts succeeded). Host side; reads files only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gym_compose.collect.metrics import agent_of, aggregate_metrics
+from gym_compose.collect.rows import TASK_INDEX, first_of_each_rollout, sortable
+from gym_compose.errors import UserError
+from gym_compose.view.run_model import prompt_of
+
+PASS_THRESHOLD = 0.5
+LABEL_KEYS = ("id", "task_id", "instance_id", "question", "seed")  # what a person knows a task by, in order
+KEY_PREFIXES = ("mean/reward", "pass@", "majority@")
+
+
+@dataclass
+class TaskResult:
+    agent: str
+    index: Any
+    prompt: str | None
+    rewards: list[float] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.rewards) / len(self.rewards) if self.rewards else None
+
+    @property
+    def passed(self) -> bool:
+        return self.mean is not None and self.mean >= PASS_THRESHOLD
+
+
+@dataclass
+class RunResults:
+    path: Path
+    metrics: dict[str, dict[str, float]]  # agent -> key metric -> value
+    tasks: dict[str, TaskResult]  # task key -> result
+    failures: int
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line a crash left torn: the collector's --resume cuts it too
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def task_label(row: dict[str, Any]) -> str | None:
+    """The row's own id (`id`, `task_id`, ...) or question, else its last user message."""
+    for key in LABEL_KEYS:
+        if row.get(key) not in (None, ""):
+            return f"{key}={row[key]}"
+    return prompt_of(row)
+
+
+def task_key(row: dict[str, Any]) -> str:
+    """A row as sent, without the collector's bookkeeping: the same task in any run of the same rows."""
+    kept = {key: value for key, value in row.items() if not key.startswith("_ng_")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def key_metrics(agent_metrics: dict[str, Any]) -> dict[str, float]:
+    return {name: value for name, value in agent_metrics.items()
+            if name.startswith(KEY_PREFIXES) and isinstance(value, (int, float))}
+
+
+def load_run(path: Path) -> RunResults:
+    if not path.is_dir():
+        raise UserError(f"{path} is not a run folder")
+    rollouts = first_of_each_rollout(_read_jsonl(path / "rollouts.jsonl"))
+    inputs = _read_jsonl(path / "rollouts_materialized_inputs.jsonl")
+    if not rollouts and not inputs:
+        raise UserError(f"{path} holds no rollouts (rollouts.jsonl) and no inputs",
+                        hint="pass run folders that `gym-compose eval run` or `up --benchmark` wrote")
+    keys: dict[tuple[str, Any], str] = {}
+    tasks: dict[str, TaskResult] = {}
+    for row in inputs:
+        agent = agent_of(row)
+        key = keys.setdefault((agent, row.get(TASK_INDEX)), task_key(row))
+        tasks.setdefault(key, TaskResult(agent, row.get(TASK_INDEX), task_label(row)))
+    for row in rollouts:
+        agent = agent_of(row)
+        key = keys.get((agent, row.get(TASK_INDEX))) or f"{agent}#{row.get(TASK_INDEX)}"
+        task = tasks.setdefault(key, TaskResult(agent, row.get(TASK_INDEX), task_label(row)))
+        if isinstance(row.get("reward"), (int, float)):
+            task.rewards.append(float(row["reward"]))
+    metrics_file = path / "rollouts_aggregate_metrics.json"
+    try:
+        entries = json.loads(metrics_file.read_text(encoding="utf-8")) if metrics_file.is_file() else None
+    except json.JSONDecodeError:
+        entries = None
+    if not isinstance(entries, list):
+        entries = aggregate_metrics(rollouts)
+    metrics = {str((entry.get("agent_ref") or {}).get("name")): key_metrics(entry.get("agent_metrics") or {})
+               for entry in entries if isinstance(entry, dict)}
+    return RunResults(path, metrics, tasks, len(_read_jsonl(path / "rollouts_failures.jsonl")))
+
+
+@dataclass
+class Comparison:
+    a: RunResults
+    b: RunResults
+    rows: list[tuple[str, str, float | None, float | None]]  # agent, metric, A, B
+    flipped: list[tuple[TaskResult, TaskResult]]  # (in A, in B)
+    common: int
+    only_a: int
+    only_b: int
+
+
+def compare(a: RunResults, b: RunResults) -> Comparison:
+    rows = []
+    for agent in sorted(set(a.metrics) | set(b.metrics)):
+        names = sorted(set(a.metrics.get(agent, {})) | set(b.metrics.get(agent, {})),
+                       key=lambda name: (not name.startswith("mean/"), name))
+        for name in names:
+            rows.append((agent, name, a.metrics.get(agent, {}).get(name), b.metrics.get(agent, {}).get(name)))
+    common = set(a.tasks) & set(b.tasks)
+    flipped = [(a.tasks[key], b.tasks[key]) for key in common
+               if a.tasks[key].rewards and b.tasks[key].rewards and a.tasks[key].passed != b.tasks[key].passed]
+    flipped.sort(key=lambda pair: (pair[0].agent, sortable(pair[0].index)))
+    return Comparison(a, b, rows, flipped, len(common), len(set(a.tasks) - common), len(set(b.tasks) - common))
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _delta(a: float | None, b: float | None) -> str:
+    if a is None or b is None:
+        return "-"
+    delta = b - a
+    return "0" if delta == 0 else f"{delta:+.4g}"
+
+
+def report(comparison: Comparison, max_tasks: int = 50) -> str:
+    a, b = comparison.a, comparison.b
+    lines = [f"A: {a.path}", f"B: {b.path}", ""]
+    table = [("AGENT", "METRIC", "A", "B", "DELTA")]
+    table += [(agent, name, _number(va), _number(vb), _delta(va, vb)) for agent, name, va, vb in comparison.rows]
+    table.append(("(all)", "failed rollouts", str(a.failures), str(b.failures), _delta(a.failures, b.failures)))
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    for row in table:
+        lines.append("  ".join(cell.ljust(width) if i < 2 else cell.rjust(width)
+                               for i, (cell, width) in enumerate(zip(row, widths, strict=True))).rstrip())
+    to_fail = sum(1 for old, _ in comparison.flipped if old.passed)
+    lines += ["", f"tasks: {comparison.common} in both, {len(comparison.flipped)} flipped "
+                  f"({to_fail} pass -> fail, {len(comparison.flipped) - to_fail} fail -> pass); "
+                  f"{comparison.only_a} only in A, {comparison.only_b} only in B"]
+    for old, new in comparison.flipped[:max_tasks]:
+        direction = "pass -> fail" if old.passed else "fail -> pass"
+        lines.append(f"  {direction}  {old.agent} task {old.index}: mean reward {_number(old.mean)} -> "
+                     f"{_number(new.mean)}  {(old.prompt or '')[:70]}")
+    if len(comparison.flipped) > max_tasks:
+        lines.append(f"  ... and {len(comparison.flipped) - max_tasks} more (--max-tasks)")
+    return "\n".join(lines)
+
+
+def as_json(comparison: Comparison) -> dict[str, Any]:
+    return {
+        "a": str(comparison.a.path), "b": str(comparison.b.path),
+        "metrics": [{"agent": agent, "metric": name, "a": va, "b": vb,
+                     "delta": None if va is None or vb is None else vb - va}
+                    for agent, name, va, vb in comparison.rows],
+        "failed_rollouts": {"a": comparison.a.failures, "b": comparison.b.failures},
+        "tasks": {"common": comparison.common, "only_a": comparison.only_a, "only_b": comparison.only_b},
+        "flipped": [{"agent": old.agent, "task_index_a": old.index, "task_index_b": new.index,
+                     "mean_reward_a": old.mean, "mean_reward_b": new.mean, "passed_a": old.passed,
+                     "prompt": old.prompt} for old, new in comparison.flipped],
+    }
+
+
+def compare_command(run_a: Path, run_b: Path, json_output: bool = False, max_tasks: int = 50) -> None:
+    comparison = compare(load_run(run_a), load_run(run_b))
+    print(json.dumps(as_json(comparison), indent=2) if json_output else report(comparison, max_tasks))
