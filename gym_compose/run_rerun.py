@@ -54,10 +54,11 @@ def pin_images(manifest: dict[str, Any], rebuild: bool, ask: bool) -> tuple[dict
     by id; to_rebuild: key -> recorded tag, for images gone from this engine)."""
     from gym_compose.engine.image_build import inspect_image
 
-    pinned, missing = {}, {}
+    pinned: dict[str, str] = {}
+    missing: dict[str, tuple[str, str | None]] = {}
     for key, (tag, image_id) in recorded_images(manifest).items():
         tagged = inspect_image(tag) if tag else None
-        if tagged is not None and image_id and tagged.get("Id") == image_id:
+        if tag and tagged is not None and image_id and tagged.get("Id") == image_id:
             pinned[key] = tag  # the tag still names that very image: keep it (a rebuilt server's base hash uses it)
         elif image_id and inspect_image(image_id) is not None:
             pinned[key] = image_id
