@@ -110,7 +110,7 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     project: ComposeProject | None = None
     try:
         collector = _write_run_inputs(run_dir, planned, collection)
-        images, project = build_and_render(stack, project_dir(stack.project), collector, pinned_images)
+        images, project = build_and_render(stack, project_dir(stack.project), collector, pinned=pinned_images)
         if check_images is not None:
             check_images(images)
         if serve:
@@ -385,8 +385,7 @@ class ProgressDisplay:
 def _run_record(data: dict, planned: PlannedRun, collection: CollectionArgs, run_dir: Path,
                 rerun_of: Path | None) -> dict:
     """The manifest's provenance (models, sampling, row hashes, versions, secrets' sources) and the
-    collection as a rerun repeats it; the rows are hashed once the run folder holds them."""
-    from gym_compose.engine.engine_info import engine_versions
+    collection as a rerun repeats it; the rows are hashed, the engine asked, when the manifest is written."""
     from gym_compose.run_provenance import collection_record
 
     passthrough = list(collection.collector_args)
@@ -394,12 +393,13 @@ def _run_record(data: dict, planned: PlannedRun, collection: CollectionArgs, run
                     if arg == "--num-repeats"), None)
     return {"collection": collection_record(passthrough, int(repeats) if repeats else None,
                                             collection.prompt_config is not None),
-            "engine": engine_versions(), "datasets": [d.path for d in planned.datasets],
+            "datasets": [d.path for d in planned.datasets],
             "rerun_of": str(rerun_of.resolve()) if rerun_of else None}
 
 
 def _write_manifest(run_dir: Path, data: dict, compose_file: Path, images: dict[str, str],
                     started_at: datetime, exit_code: int, record: dict | None = None) -> None:
+    from gym_compose.engine.engine_info import engine_versions
     from gym_compose.run_provenance import provenance
 
     shutil.copyfile(compose_file, run_dir / "compose.yaml")
@@ -422,7 +422,7 @@ def _write_manifest(run_dir: Path, data: dict, compose_file: Path, images: dict[
     if record is not None:
         manifest["collection"] = record["collection"]
         manifest["provenance"] = provenance(data, record["collection"]["collector_args"], run_dir / INPUT_FILE,
-                                            record["datasets"], record["engine"])
+                                            record["datasets"], engine_versions())
         if record["rerun_of"]:
             manifest["rerun_of"] = record["rerun_of"]
     (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
