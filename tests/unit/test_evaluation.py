@@ -54,7 +54,7 @@ def test_a_start_that_fails_removes_the_run_folder_it_made(tmp_path, monkeypatch
     compose_file.write_text("services: {}\n")
     monkeypatch.setattr(evaluation, "refuse_if_running", lambda name: None)
     monkeypatch.setattr(evaluation, "refuse_second_collector", lambda project: None)
-    monkeypatch.setattr(evaluation, "build_and_render", lambda stack, out, collector: ({}, ComposeProject("p", compose_file)))
+    monkeypatch.setattr(evaluation, "build_and_render", lambda stack, out, collector, **_: ({}, ComposeProject("p", compose_file)))
     monkeypatch.setattr(evaluation, "down_quietly", lambda project: None)
 
     def failing_start(stack, project):
