@@ -167,7 +167,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         secrets=secrets,
         options=options,
         volumes=volumes,
-        sandboxes=plan_sandboxes(data, services),
+        sandboxes=plan_sandboxes(data, services, roots),
     )
 
 

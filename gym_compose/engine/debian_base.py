@@ -24,6 +24,8 @@ MMDEBSTRAP_TIMEOUT_S = 900
 IMPORT_TIMEOUT_S = 600
 PACKAGES = ("python3", "python3-venv")
 BUILD_PACKAGES = (*PACKAGES, "g++", "make", "cmake")
+# The parent of SWE task images (gym_compose/swe): a repository's tools, no gym-compose runtime.
+SWE_PACKAGES = ("python3", "python-is-python3", "python3-pytest", "git", "patch", "ca-certificates")
 # Documentation, manual pages and translations are of no use in a server container.
 _EXCLUDED_PATHS = (
     "path-exclude=/usr/share/man/*",
@@ -90,6 +92,12 @@ def ensure_debian_build_image(settings: ImageSettings, progress: Callable[[str],
     """Tag of a local image with Debian's Python 3, g++, make and cmake: the build stage that
     compiles packages from source with no registry and no network inside the build."""
     return _ensure_debian_image(settings, progress, "debian-build", BUILD_PACKAGES)
+
+
+def ensure_debian_swe_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:
+    """Tag of a local image with Debian's Python 3, pytest, git and patch: the parent of SWE task
+    images built with no registry (docs/swe.md)."""
+    return _ensure_debian_image(settings, progress, "debian-swe", SWE_PACKAGES)
 
 
 def _ensure_debian_image(settings: ImageSettings, progress: Callable[[str], None], name: str,

@@ -93,4 +93,10 @@ def ensure_stack_sandbox_images(plan, base_tag: str, progress: Progress = print)
                 server.build, f"{server.implementation}-{server.build.name}", base_tag, default, progress)
         else:
             images[server.image_key] = default
+        if server.task_images is not None:
+            from gym_compose.swe.task_images import ensure_task_images
+
+            for alias, tag in ensure_task_images(server.task_images.folder, server.task_images.repository,
+                                                 progress).items():
+                images[server.task_image_key(alias)] = tag
     return images

@@ -32,6 +32,7 @@ from gym_compose.stack.lifecycle import (
 )
 from gym_compose.stack.state import project_dir
 from gym_compose.stack.teardown import down_quietly, stop_and_remove
+from gym_compose.swe.preflight import check_pulled_images
 
 __all__ = ["CollectionArgs", "run_collection"]
 
@@ -43,6 +44,7 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     `pinned_images` (key -> image) are used as they are instead of built, and `check_images` sees
     the images before anything starts (`eval rerun`)."""
     loaded, stack = load_and_plan(args)
+    check_pulled_images(loaded.data, loaded.search_roots, collection.input_file)
     planned = plan_run(loaded, stack, collection)
     if serve:
         refuse_if_running(stack.project)

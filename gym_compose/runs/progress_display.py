@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, Protocol
 
 BAR_WIDTH = 30
 PLAIN_EVERY_SECONDS = 5.0
 
 
+class NoticeSource(Protocol):
+    """Lines to show above the progress line (the sandbox broker's image pulls)."""
+
+    def new_lines(self) -> list[str]: ...
+
+
 class ProgressDisplay:
-    def __init__(self) -> None:
+    def __init__(self, notices: NoticeSource | None = None) -> None:
         self.tty = sys.stderr.isatty()
         self.last_line = ""
         self.last_print = 0.0
+        self.notices = notices
 
     def update(self, progress: dict[str, Any] | None) -> None:
+        for line in self.notices.new_lines() if self.notices is not None else []:
+            self.close()
+            sys.stderr.write(f"sandbox broker: {line}\n")
+            self.last_line = ""
         if not progress:
             return
         total, done, failed = progress.get("total", 0), progress.get("done", 0), progress.get("failed", 0)

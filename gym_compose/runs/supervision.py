@@ -11,10 +11,13 @@ from pathlib import Path
 
 from gym_compose.collect import read_progress
 from gym_compose.console import say
+from gym_compose.engine.compose import ComposeProject
 from gym_compose.engine.target import DeployedStack, RunningProcess
 from gym_compose.errors import UserError
 from gym_compose.plan import COLLECTOR_SERVICE
 from gym_compose.runs.progress_display import ProgressDisplay
+from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+from gym_compose.sandbox_stack.pull_progress import PullProgress
 from gym_compose.stack.lifecycle import project_states
 from gym_compose.stack.teardown import uninterruptible
 
@@ -62,7 +65,10 @@ def run_collector(stack: DeployedStack, run_dir: Path, services: Sequence[str]) 
     log_path = run_dir / COLLECTOR_LOG
     with open(log_path, "a", encoding="utf-8", errors="replace") as log:
         collector = stack.run_one_off(COLLECTOR_SERVICE, log)
-        display = ProgressDisplay()
+        # The broker may pull a task's image for minutes: say so, or the run seems to stand still.
+        pulls = (PullProgress.follow(stack, run_dir)
+                 if BROKER_SERVICE in services and isinstance(stack, ComposeProject) else None)
+        display = ProgressDisplay(notices=pulls)
         stopped_for = None
         try:
             stopped_for = watch(stack, collector, run_dir, services, display)
@@ -78,6 +84,8 @@ def run_collector(stack: DeployedStack, run_dir: Path, services: Sequence[str]) 
         finally:
             display.update(read_progress(run_dir))
             display.close()
+            if pulls is not None:
+                pulls.stop()
     if stopped_for:
         return CollectorOutcome(code, stopped_for)
     if code not in (0, 1) or (code == 1 and not (run_dir / FAILURES_FILE).exists()):

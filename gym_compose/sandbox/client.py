@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import quote, urlsplit
 
 from gym_compose.contract import CONFIG_PATH_ENV
-from gym_compose.sandbox.tokens import SERVER_HEADER
+from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER
 from gym_compose.sandbox.types import (
     SandboxCreateError,
     SandboxDeadError,
@@ -82,10 +82,13 @@ class BrokerProvider:
             "Authorization": f"Bearer {token}", SERVER_HEADER: server}
 
     async def _request(self, method: str, path: str, *, json: Any = None, content: Optional[bytes] = None,
-                       timeout: Optional[float] = None):
+                       timeout: Optional[float] = None, handle: Optional[SandboxHandle] = None):
         from gym_compose.server.http_client import HttpClient
 
         host, port, headers = self._settings()
+        grant = (handle.raw or {}).get("grant") if handle is not None and isinstance(handle.raw, dict) else None
+        if grant:  # a sandbox another server leased and handed over (serialize/connect)
+            headers = {**headers, GRANT_HEADER: str(grant)}
         if content is not None:
             headers = {**headers, "Content-Type": "application/octet-stream"}
         if self._http is None:
@@ -149,7 +152,7 @@ class BrokerProvider:
         wait = (float(timeout_s) if timeout_s is not None else float(declared)) + REQUEST_MARGIN_S
         try:
             response = await self._request("POST", f"/v1/sandboxes/{quote(handle.sandbox_id)}/exec", json=body,
-                                           timeout=wait)
+                                           timeout=wait, handle=handle)
         except (OSError, TimeoutError) as error:
             return _failed(f"sandbox broker unreachable: {error or type(error).__name__}")
         if response.status in (404, 410):
@@ -186,7 +189,7 @@ class BrokerProvider:
     async def _files(self, method: str, handle: SandboxHandle, query: str, content: Optional[bytes] = None):
         try:
             return await self._request(method, f"/v1/sandboxes/{quote(handle.sandbox_id)}/files?{query}",
-                                       content=content, timeout=600.0)
+                                       content=content, timeout=600.0, handle=handle)
         except (OSError, TimeoutError) as error:
             raise SandboxError(f"sandbox broker unreachable: {error or type(error).__name__}") from None
 
@@ -197,7 +200,8 @@ class BrokerProvider:
 
     async def status(self, handle: SandboxHandle) -> SandboxStatus:
         try:
-            response = await self._request("GET", f"/v1/sandboxes/{quote(handle.sandbox_id)}", timeout=60.0)
+            response = await self._request("GET", f"/v1/sandboxes/{quote(handle.sandbox_id)}", timeout=60.0,
+                                           handle=handle)
         except (OSError, TimeoutError):
             return SandboxStatus.UNKNOWN
         if response.status == 200:
@@ -221,7 +225,11 @@ class BrokerProvider:
             self._http = None
 
     async def serialize_handle(self, handle: SandboxHandle, *, scope: Optional[str] = None) -> dict[str, Any]:
-        return {"sandbox_id": handle.sandbox_id, "provider": self.name, "workdir": (handle.raw or {}).get("workdir")}
+        raw = handle.raw or {}
+        descriptor = {"sandbox_id": handle.sandbox_id, "provider": self.name, "workdir": raw.get("workdir")}
+        if raw.get("grant"):  # lets the server it is handed to use this one sandbox (tokens.py)
+            descriptor["grant"] = raw["grant"]
+        return descriptor
 
     async def connect(self, descriptor: Mapping[str, Any]) -> SandboxHandle:
         sandbox_id = descriptor.get("sandbox_id")

@@ -58,6 +58,9 @@ class SandboxPolicy(BaseModel):
     server: str  # the instance name (callers authenticate as it)
     image: str  # the declared image, resolved to a local tag
     allowed_images: list[str] = Field(default_factory=list)  # further images or glob patterns (per-task images)
+    # Per-task images the plan built: the name a lease asks for -> the local, content-hashed tag.
+    image_aliases: dict[str, str] = Field(default_factory=dict)
+    pull: bool = False  # pull an allowed image the engine lacks when a lease asks for it
     cpus: float = 1.0
     memory_bytes: int = 512 << 20
     pids: int = 256
@@ -78,7 +81,12 @@ class SandboxPolicy(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
 
     def allows_image(self, image: str) -> bool:
-        return image == self.image or any(fnmatch.fnmatchcase(image, pattern) for pattern in self.allowed_images)
+        return (image == self.image or image in self.image_aliases
+                or any(fnmatch.fnmatchcase(image, pattern) for pattern in self.allowed_images))
+
+    def resolve_image(self, image: str) -> str:
+        """The local image a lease for `image` starts (a planned task image's tag, else itself)."""
+        return self.image_aliases.get(image, image)
 
     @property
     def memory(self) -> str:
@@ -138,7 +146,7 @@ class ExecRequest(BaseModel):
 def refusal(policy: SandboxPolicy, request: LeaseRequest, image: str) -> Optional[str]:
     """Why the broker must refuse this lease (None: allowed)."""
     if not policy.allows_image(image):
-        allowed = ", ".join([policy.image, *policy.allowed_images])
+        allowed = ", ".join([policy.image, *policy.allowed_images, *(sorted(policy.image_aliases)[:5])])
         return (f"image {image!r} is not in the plan for {policy.server} (allowed: {allowed}); "
                 f"declare it in the server's sandbox_config (image, or allowed_images for per-task images)")
     forbidden = sorted(key for key in request.provider_options if key in FORBIDDEN_PROVIDER_OPTIONS)

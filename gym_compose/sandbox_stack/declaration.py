@@ -22,6 +22,7 @@ the broker enforces. Pure: no Docker, no files.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -35,8 +36,8 @@ from gym_compose.sandbox.provider_config import DEFAULT_METADATA_KEY
 
 PROVIDER_NAME = "gym_compose"
 POLICY_KEYS = ("cpus", "pids", "workdir", "read_only", "network", "ttl_s", "timeout_s", "ready_timeout_s",
-               "warm_pool", "max_output_bytes", "env", "user", "cap_add", "shell", "metadata", "allowed_images")
-OWN_KEYS = frozenset({*POLICY_KEYS, "image", "build", "memory", "workdir_size"})
+               "warm_pool", "max_output_bytes", "env", "user", "cap_add", "shell", "metadata", "allowed_images", "pull")
+OWN_KEYS = frozenset({*POLICY_KEYS, "image", "build", "memory", "workdir_size", "task_images"})
 NEMO_KEYS = frozenset({"resources", "provider_options"})
 BROKER_KEYS = frozenset({"max_live", "max_starting", "idle_timeout_s"})
 REFUSED_PROVIDER_OPTIONS = ("volumes", "run_args", "mounts", "privileged", "devices", "network", "network_mode")
@@ -49,6 +50,16 @@ class SandboxDeclaration:
     image: Optional[str] = None  # a named image, used as it is
     build: Optional[Path] = None  # a folder with a Dockerfile, relative to the implementation's folder
     notices: tuple[str, ...] = ()
+    task_images: Optional["TaskImageFolder"] = None  # per-task images the plan builds (SWE task repositories)
+
+
+@dataclass(frozen=True)
+class TaskImageFolder:
+    """`task_images: {folder: PATH, repository: NAME}`: one image per subfolder of PATH (a SWE task
+    repository, docs/swe.md), which leases ask for as `NAME:<subfolder>`."""
+
+    folder: Path
+    repository: str
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,8 @@ def declares_sandboxes(spec: dict[str, Any]) -> bool:
     return isinstance(spec.get("sandbox_config"), dict) or bool(spec.get("sandbox_provider"))
 
 
-def declaration_of(instance: ServerInstance, source_dir: Optional[Path]) -> Optional[SandboxDeclaration]:
+def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
+                   roots: Sequence[Path] = ()) -> Optional[SandboxDeclaration]:
     spec = instance.spec
     if not declares_sandboxes(spec):
         return None
@@ -71,6 +83,9 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path]) -> Opti
     block = spec.get("sandbox_config") or {}
     if not isinstance(block, dict):
         raise UserError(f"{where} must be a mapping, got {block!r}")
+    from gym_compose.swe.sandbox_defaults import sandbox_defaults
+
+    block = {**sandbox_defaults(instance.implementation, spec), **block}
     notices: list[str] = []
     fields: dict[str, Any] = {key: block[key] for key in POLICY_KEYS if block.get(key) is not None}
     _take_resources(where, block, fields, notices)
@@ -123,7 +138,8 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path]) -> Opti
         if not build_dir.is_relative_to(source_dir.resolve()) or not build_dir.is_dir():
             raise UserError(f"{where}.build: {build!r} is not a folder inside {source_dir}")
     return SandboxDeclaration(instance=instance.name, policy=policy, image=str(image) if image else None,
-                              build=build_dir, notices=tuple(notices))
+                              build=build_dir, notices=tuple(notices),
+                              task_images=_task_images(where, block.get("task_images"), roots))
 
 
 def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> BrokerOptions:
@@ -170,6 +186,24 @@ def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> Bro
             raise UserError(f"sandbox setting {key} must be a whole number of 1 or more, got {value!r}")
     return BrokerOptions(max_live=options.get("max_live"), max_starting=options.get("max_starting"),
                          idle_timeout_s=float(options.get("idle_timeout_s", 3600.0)), notices=tuple(notices))
+
+
+def _task_images(where: str, block: Any, roots: Sequence[Path]) -> Optional[TaskImageFolder]:
+    if block is None:
+        return None
+    from gym_compose.config import resolve_path
+
+    if not isinstance(block, dict) or not block.get("folder") or not block.get("repository"):
+        raise UserError(f"{where}.task_images must be a mapping with `folder` (one subfolder per task) and "
+                        "`repository` (the name leases ask for: REPOSITORY:<subfolder>)", hint="see docs/swe.md")
+    unknown = sorted(set(block) - {"folder", "repository"})
+    if unknown:
+        raise UserError(f"{where}.task_images: unknown key(s) {', '.join(unknown)}", hint="known: folder, repository")
+    folder = resolve_path(str(block["folder"]), list(roots))
+    if folder is None or not Path(folder).is_dir():
+        raise UserError(f"{where}.task_images.folder {block['folder']!r} is not a folder "
+                        f"(looked under {', '.join(str(r) for r in roots) or 'no search roots'})")
+    return TaskImageFolder(folder=Path(folder), repository=str(block["repository"]))
 
 
 def _take_resources(where: str, block: dict[str, Any], fields: dict[str, Any], notices: list[str]) -> None:

@@ -8,6 +8,7 @@ that server and its sandboxes only; per server a token (see gym_compose/sandbox/
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from gym_compose.config import instances as config_instances
 from gym_compose.errors import UserError
 from gym_compose.sandbox.policy import SandboxPolicy
-from gym_compose.sandbox_stack.declaration import BrokerOptions, broker_options, declaration_of
+from gym_compose.sandbox_stack.declaration import BrokerOptions, TaskImageFolder, broker_options, declaration_of
 
 if TYPE_CHECKING:
     from gym_compose.plan import Service
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 BROKER_SERVICE = "sandbox-broker"
 CONTROL_NETWORK = "sandbox-control"
 BROKER_PORT = 8000
+TASK_IMAGE_KEY = "task-image:"
 
 
 @dataclass
@@ -33,6 +35,11 @@ class ServerSandboxes:
     image: Optional[str] = None  # a named image
     build: Optional[Path] = None  # a build folder
     implementation: str = ""
+    task_images: Optional[TaskImageFolder] = None  # per-task images to build (leases ask for them by alias)
+
+    def task_image_key(self, alias: str) -> str:
+        """The key of one built task image in the stack's images map."""
+        return f"{TASK_IMAGE_KEY}{self.instance}:{alias}"
 
     @property
     def image_key(self) -> str:
@@ -54,7 +61,8 @@ class SandboxPlan:
         return next((s for s in self.servers if s.instance == instance), None)
 
 
-def plan_sandboxes(data: dict[str, Any], services: list["Service"]) -> Optional[SandboxPlan]:
+def plan_sandboxes(data: dict[str, Any], services: list["Service"],
+                   roots: Sequence[Path] = ()) -> Optional[SandboxPlan]:
     by_instance = {service.instance: service for service in services if service.instance}
     found = config_instances(data)
     servers: list[ServerSandboxes] = []
@@ -63,7 +71,7 @@ def plan_sandboxes(data: dict[str, Any], services: list["Service"]) -> Optional[
         service = by_instance.get(instance.name)
         if service is None:
             continue
-        declaration = declaration_of(instance, service.source_dir)
+        declaration = declaration_of(instance, service.source_dir, roots)
         if declaration is None:
             continue
         if service.name in (BROKER_SERVICE, CONTROL_NETWORK):
@@ -72,7 +80,8 @@ def plan_sandboxes(data: dict[str, Any], services: list["Service"]) -> Optional[
         notices.extend(declaration.notices)
         servers.append(ServerSandboxes(instance=instance.name, service=service.name, policy=declaration.policy,
                                        image=declaration.image, build=declaration.build,
-                                       implementation=instance.implementation))
+                                       implementation=instance.implementation,
+                                       task_images=declaration.task_images))
     if not servers:
         return None
     options = broker_options(data, [i for i in found if i.name in {s.instance for s in servers}])

@@ -32,7 +32,10 @@ def broker_settings(stack: "Stack", images: dict[str, str]) -> BrokerSettings:
     for server in plan.servers:
         image = images.get(server.image_key) or server.image or server.image_key
         network_name = f"{stack.project}-{server.network_key}" if server.network_key else None
-        servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name})
+        prefix = server.task_image_key("")
+        aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
+        servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name,
+                                                                   "image_aliases": aliases})
     return BrokerSettings(project=stack.project, servers=servers, max_live=plan.options.max_live,
                           max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s)
 

@@ -125,7 +125,10 @@ def stack_service_names(stack: Stack) -> list[str]:
 
 
 def up_command(args: StackArgs, detach: bool) -> None:
-    stack = plan_from_request(args)
+    from gym_compose.swe.preflight import check_pulled_images
+
+    loaded, stack = load_and_plan(args)
+    check_pulled_images(loaded.data, loaded.search_roots)
     refuse_if_running(stack.project)
     _, project = build_and_render(stack, project_dir(stack.project))
     start_servers(stack, project)

@@ -84,6 +84,11 @@ class CheckWorkers:
         except asyncio.TimeoutError:
             line = b""
         if not line.startswith(b'{"ready"'):
+            if not line:  # end of output: the worker is exiting; let it, so its exit code is its own
+                try:
+                    await asyncio.wait_for(worker.wait(), 5)
+                except asyncio.TimeoutError:
+                    pass
             await self._discard(worker)
             raise CheckerStartError(f"the answer-check worker {' '.join(self.command)} did not start within "
                                     f"{self.start_timeout_s:g} s (exit code {worker.returncode}; see the server's log)")

@@ -59,7 +59,7 @@ def collected_run(tmp_path_factory) -> Path:
 def run_checks(page) -> None:
     check_metrics(page, "10 / 12", "2")
     check_charts(page)
-    check_trajectory(page, "What is (3 + 5) ** 2?", "calculate")
+    check_trajectory(page, "What is 12 * 7?", "calculate")  # a row the mock answers by calling the tool
     check_failure(page, REJECTED)
 
 

@@ -10,7 +10,7 @@ import sys
 import uuid
 from typing import Any, Optional
 
-from gym_compose.sandbox.broker.engine import NotFound
+from gym_compose.sandbox.broker.engine import EngineError, NotFound
 
 FRAME = struct.Struct(">BxxxI")
 
@@ -22,6 +22,16 @@ class FakeEngine:
         self.boxes: dict[str, dict[str, Any]] = {}
         self.created: list[dict[str, Any]] = []
         self.removed: list[str] = []
+        self.pulls: list[str] = []
+        self.pullable: set[str] = set()  # images a registry would give
+
+    async def pull(self, image: str, progress) -> None:
+        self.pulls.append(image)
+        await asyncio.sleep(0.05)
+        if image not in self.pullable:
+            raise EngineError(f"pull access denied for {image}")
+        progress(f"pulling {image}: done")
+        self.images.add(image)
 
     async def info(self) -> dict[str, Any]:
         return {"NCPU": self.cores, "MemTotal": self.memory}

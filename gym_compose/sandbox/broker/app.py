@@ -11,6 +11,9 @@
     GET    /v1/sandboxes/{id}/files?path=P   read P
     GET    /v1/stats                         counts and limits
 
+A server holding another's grant for a sandbox (header x-gym-sandbox-grant, from the owner's lease)
+may use that sandbox's status, exec and files routes; only the owner releases it.
+
 Errors: 401 no or wrong token, 403 refused by the plan, 404 unknown sandbox, 410 the sandbox is dead
 (`reason` says why: "sandbox OOM-killed (memory 512m)", ...), 422 a body with unknown or bad fields,
 502 a sandbox that could not start, 503 no slot free within the ready timeout.
@@ -32,7 +35,7 @@ from starlette.routing import Route
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.broker.sandboxes import BrokerError, SandboxGone
 from gym_compose.sandbox.policy import ExecRequest, LeaseRequest
-from gym_compose.sandbox.tokens import SERVER_HEADER, token_matches
+from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, grant_matches, sandbox_grant, token_matches
 from gym_compose.server.web import READY_PATH, json_response, read_json_object, validation_error_response
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
@@ -74,6 +77,14 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
 
         return endpoint
 
+    def sandbox_of(request: Request, server: Optional[str]):
+        """The sandbox a request names: the caller's own, or one whose grant it presents."""
+        sandbox_id = request.path_params["sandbox_id"]
+        grant = request.headers.get(GRANT_HEADER, "")
+        if grant and server is not None and grant_matches(project_secret, sandbox_id, grant):
+            return pool.get(None, sandbox_id)
+        return pool.get(server, sandbox_id)
+
     async def lease(request: Request, server: Optional[str]) -> Response:
         if server is None:
             return json_response({"error": "lease as a server (its own token), not with the project secret"}, 403)
@@ -81,13 +92,14 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         sandbox, warm = await pool.lease(server, body)
         return json_response({"sandbox_id": sandbox.id, "image": sandbox.image, "workdir": sandbox.workdir,
                               "warm": warm, "start_s": round(sandbox.start_s, 4), "uid": sandbox.uid,
-                              "timeout_s": sandbox.policy.timeout_s}, 201)
+                              "timeout_s": sandbox.policy.timeout_s,
+                              "grant": sandbox_grant(project_secret, sandbox.id)}, 201)
 
     async def listing(request: Request, server: Optional[str]) -> Response:
         return json_response({"sandboxes": pool.list(server)})
 
     async def status(request: Request, server: Optional[str]) -> Response:
-        sandbox = pool.get(server, request.path_params["sandbox_id"])
+        sandbox = sandbox_of(request, server)
         return json_response({**sandbox.describe(), "status": "running"})
 
     async def release(request: Request, server: Optional[str]) -> Response:
@@ -100,12 +112,12 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         return json_response({"released": True})
 
     async def run(request: Request, server: Optional[str]) -> Response:
-        sandbox = pool.get(server, request.path_params["sandbox_id"])
+        sandbox = sandbox_of(request, server)
         body = ExecRequest.model_validate(await read_json_object(request))
         return json_response(await pool.exec(sandbox, body))
 
     async def put_file(request: Request, server: Optional[str]) -> Response:
-        sandbox = pool.get(server, request.path_params["sandbox_id"])
+        sandbox = sandbox_of(request, server)
         path = request.query_params.get("path")
         if not path:
             return json_response({"error": "query parameter `path` is required"}, 422)
@@ -120,7 +132,7 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         return json_response({"size": size})
 
     async def get_file(request: Request, server: Optional[str]) -> Response:
-        sandbox = pool.get(server, request.path_params["sandbox_id"])
+        sandbox = sandbox_of(request, server)
         path = request.query_params.get("path")
         if not path:
             return json_response({"error": "query parameter `path` is required"}, 422)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Callable, Optional, TypeVar
@@ -14,6 +15,7 @@ SOCKET_ENV = "GYM_COMPOSE_DOCKER_SOCKET"
 DEFAULT_SOCKET = "/var/run/docker.sock"
 API_TIMEOUT_S = 120
 ATTACH_READ_LIMIT = 1 << 26
+PULL_PROGRESS_S = 15.0
 
 
 class EngineError(RuntimeError):
@@ -51,6 +53,26 @@ class Engine:
         except NotFound:
             return False
         return True
+
+    async def pull(self, image: str, progress: Callable[[str], None]) -> None:
+        """Pull `image` from its registry, calling `progress` with a line now and then."""
+
+        def run() -> None:
+            layers: dict[str, tuple[int, int]] = {}
+            last = time.monotonic()
+            for event in self.api.pull(image, stream=True, decode=True):
+                if event.get("error"):
+                    raise self._docker.errors.APIError(event["error"])
+                detail = event.get("progressDetail") or {}
+                if event.get("id") and detail.get("total"):
+                    layers[event["id"]] = (int(detail.get("current") or 0), int(detail["total"]))
+                if time.monotonic() - last >= PULL_PROGRESS_S:
+                    last = time.monotonic()
+                    done = sum(current for current, _ in layers.values())
+                    total = sum(size for _, size in layers.values())
+                    progress(f"pulling {image}: {done / 1e9:.2f} of {total / 1e9:.2f} GB")
+
+        await self.call(run)
 
     async def network_exists(self, name: str) -> bool:
         try:

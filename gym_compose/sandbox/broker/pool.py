@@ -75,6 +75,9 @@ class SandboxPool:
         self._refilling: set[str] = set()
         self.ready = False
         self.closing = False
+        self._pulls: dict[str, asyncio.Task] = {}
+        self._present: set[str] = set()  # images known to be on the engine (pulled or found)
+        self.pulled: list[dict[str, Any]] = []
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -128,6 +131,7 @@ class SandboxPool:
         reason = refusal(policy, request, image)
         if reason:
             raise Refused(reason)
+        image = policy.resolve_image(image)
         wants_warm = image == policy.image and request.cpu is None and request.memory_mib is None
         timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
         deadline = time.monotonic() + timeout
@@ -189,7 +193,8 @@ class SandboxPool:
                 "started_total": self.started_total, "leases_warm": self.leases["warm"],
                 "leases_cold": self.leases["cold"], "start_s_p50": _quantile(starts, 0.5),
                 "start_s_p95": _quantile(starts, 0.95), "max_live": self.limits.max_live,
-                "max_starting": self.limits.max_starting}
+                "max_starting": self.limits.max_starting, "pulled": list(self.pulled[-20:]),
+                "pulling": sorted(self._pulls)}
 
     def _policy(self, server: str) -> SandboxPolicy:
         policy = self.settings.servers.get(server)
@@ -274,6 +279,8 @@ class SandboxPool:
         policy, image, name = sandbox.policy, sandbox.image, sandbox.id
         began = time.monotonic()
         try:
+            if policy.pull:
+                await self._pulled(image, deadline)
             try:
                 await asyncio.wait_for(self._start_slots.acquire(), max(0.0, deadline - time.monotonic()))
             except asyncio.TimeoutError:
@@ -314,6 +321,34 @@ class SandboxPool:
         self.start_times.append(sandbox.start_s)
         self._spawn(self._watch(sandbox))
         return sandbox
+
+    async def _pulled(self, image: str, deadline: float) -> None:
+        """Pull an image the engine lacks, once however many leases ask for it at the same time. A
+        pull runs on when its lease gives up (the next lease finds the image); it holds the lease's
+        live slot, so the sandbox cap bounds the pulls too."""
+        if image in self._present or await self.engine.image_exists(image):
+            self._present.add(image)
+            return
+        pull = self._pulls.get(image)
+        if pull is None:
+            pull = asyncio.get_running_loop().create_task(self._pull(image))
+            self._pulls[image] = pull
+            pull.add_done_callback(lambda _: self._pulls.pop(image, None))
+        try:
+            await asyncio.wait_for(asyncio.shield(pull), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            raise NoCapacity(f"image {image} is still being pulled after the lease's ready timeout; the pull "
+                             "goes on, later leases will find it (raise sandbox_config ready_timeout_s)") from None
+        except EngineError as error:
+            raise StartFailed(f"cannot pull image {image!r}: {error}") from None
+
+    async def _pull(self, image: str) -> None:
+        began = time.monotonic()
+        LOG.info("pulling %s (not on the engine yet)", image)
+        await self.engine.pull(image, lambda line: LOG.info("%s", line))
+        self.pulled.append({"image": image, "seconds": round(time.monotonic() - began, 1)})
+        self._present.add(image)
+        LOG.info("pulled %s in %.1f s", image, time.monotonic() - began)
 
     def _schedule_refill(self, server: str) -> None:
         policy = self.settings.servers.get(server)

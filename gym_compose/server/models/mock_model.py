@@ -29,6 +29,9 @@ Per request it decides one turn from what it is given:
    oracle answers what its last tool call returned instead (the `stdout` of a JSON tool output,
    else the whole output), so a reward of 1.0 shows the tool really computed the answer (e.g.
    code run in a sandbox); the adversary still answers wrong.
+4. Offered the coding agent's tools with a row that carries a reference `patch`, it works the SWE
+   task through them instead (mock_swe.py): oracle applies the reference patch, adversary a wrong
+   change, plain none; then it submits.
 
 Its responses' `model` field is always "gym-compose-mock-model".
 """
@@ -45,6 +48,7 @@ from starlette.routing import Route
 
 from gym_compose.server.agents.common import TASK_HEADER, decode_task_header
 from gym_compose.server.base import BaseServer, BaseServerConfig
+from gym_compose.server.models.mock_swe import offers_coding_tools, swe_turn
 from gym_compose.server.web import json_response, read_json_object
 
 MOCK_MODEL_NAME = "gym-compose-mock-model"
@@ -234,7 +238,13 @@ def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata
               task: dict[str, Any], mode: str, last_tool_output: Optional[str] = None,
               boxed: bool = False) -> TurnPlan:
     metadata = metadata if isinstance(metadata, dict) else {}
+    row_mode = metadata.get("gym_mock_mode")
+    mode = str(row_mode or mode)
+    if mode not in MODES:
+        raise MockRequestError("gym_mock_mode", f"mock_model mode must be one of {', '.join(MODES)}, not {mode!r}")
     script_text = metadata.get("gym_mock_script")
+    coding = offers_coding_tools({str(f.get("name")) for f in _function_tools(tools)}) and "patch" in task
+    script: list = []
     if script_text:
         try:
             script = orjson.loads(script_text) if isinstance(script_text, str) else script_text
@@ -244,10 +254,11 @@ def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata
             raise MockRequestError("gym_mock_script", "metadata.gym_mock_script must be a JSON list of turns")
         if turn < len(script):
             return _script_step(script[turn], turn)
-    row_mode = metadata.get("gym_mock_mode")
-    mode = str(row_mode or mode)
-    if mode not in MODES:
-        raise MockRequestError("gym_mock_mode", f"mock_model mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if coding:  # the coding agent's scripted mode (mock_swe.py), after the row's own script
+        calls = swe_turn(turn - len(script), mode, task)
+        if calls is not None:
+            return TurnPlan(calls=calls)
+        return TurnPlan(text=PLAIN_ANSWER)
     if not script_text and turn == 0 and tool_choice != "none" and mode != "adversary":
         functions = _function_tools(tools)
         if functions:

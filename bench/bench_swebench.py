@@ -1,0 +1,131 @@
+"""swebench_mini end to end: what one SWE instance costs, and how many instances a minute one stack
+does with 1, 4 and 8 in parallel (the 1-in-parallel run is the baseline of the ratios), with the
+mock model (oracle: every instance leases a sandbox, runs the agent's tool calls, is verified in a
+fresh sandbox).
+
+    .venv/bin/python bench/bench_swebench.py [--parallel 1 4 8] [--repeats 2]
+
+Per instance (median and p95, from the rollout rows): the lease of the agent's sandbox, the agent's
+steps (model turns and tool calls in the sandbox), the verification (diff, fresh sandbox, tests),
+and the whole rollout. Per parallelism: instances per minute over the collection (the collector's
+own rate, from its first request to its last answer) and the peak memory of the project's
+containers, sandboxes included (sampled with `docker stats` about once a second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "gym_compose"]
+LABEL = "io.gym-compose.project"
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "kB": 1000, "MB": 1e6, "GB": 1e9}
+
+
+def run(argv: list[str], timeout: float = 3600, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def quantiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+def memory_bytes(text: str) -> float:
+    used = text.split("/")[0].strip()
+    number = used.rstrip("KMGiBk")
+    return float(number) * UNITS[used[len(number):]]
+
+
+class MemorySampler(threading.Thread):
+    """The project's containers' summed memory (servers, broker, sandboxes), about once a second."""
+
+    def __init__(self, project: str):
+        super().__init__(daemon=True)
+        self.project, self.peak, self.peak_sandboxes = project, 0.0, 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            ids = run(["docker", "ps", "-q", "--filter", f"label={LABEL}={self.project}"], timeout=60).stdout.split()
+            if ids:
+                stats = run(["docker", "stats", "--no-stream", "--format", "{{.Name}}\t{{.MemUsage}}", *ids],
+                            timeout=60).stdout.splitlines()
+                total = sum(memory_bytes(line.split("\t")[1]) for line in stats if "\t" in line)
+                self.peak = max(self.peak, total)
+                self.peak_sandboxes = max(self.peak_sandboxes, sum(1 for line in stats if "-sbx-" in line))
+            self.stopping.wait(1.0)
+
+
+def collect(project: str, head_port: int, parallel: int, repeats: int, results: Path) -> dict:
+    sampler = MemorySampler(project)
+    sampler.start()
+    began = time.monotonic()
+    done = run([*CLI, "eval", "run", "--no-serve", "-p", project, "--head-port", str(head_port), "--benchmark",
+                "swebench_mini", "--num-samples-in-parallel", str(parallel), "--num-repeats", str(repeats),
+                "--results-dir", str(results), "--run-name", f"p{parallel}"])
+    wall = time.monotonic() - began
+    sampler.stopping.set()
+    sampler.join()
+    if done.returncode != 0:
+        sys.exit(f"collection with {parallel} in parallel failed:\n{done.stderr[-3000:]}")
+    (run_dir,) = results.glob(f"p{parallel}-*")
+    rows = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+    progress = json.loads((run_dir / "progress.json").read_text())
+    if any(row["reward"] != 1.0 for row in rows):
+        sys.exit(f"an oracle rollout did not score 1.0 with {parallel} in parallel")
+    return {"rows": rows, "rate": progress["rollouts_per_second"] * 60, "wall": wall,
+            "peak_memory": sampler.peak, "peak_sandboxes": sampler.peak_sandboxes}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parallel", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--repeats", type=int, default=2, help="rollouts per task (8 tasks)")
+    parser.add_argument("--head-port", type=int, default=11940)
+    args = parser.parse_args()
+    project = f"gym-compose-bench-swe-{os.getpid()}"
+    began = time.monotonic()
+    up = run([*CLI, "up", "-d", "-p", project, "--head-port", str(args.head_port), "--benchmark", "swebench_mini"])
+    if up.returncode != 0:
+        sys.exit(f"the stack did not start:\n{up.stderr[-3000:]}")
+    start_s = time.monotonic() - began
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            measured = {n: collect(project, args.head_port, n, args.repeats, Path(folder)) for n in args.parallel}
+    finally:
+        run([*CLI, "down", "-p", project])
+    print(f"stack start (images present, 6 services healthy): {start_s:.1f} s")
+    print(f"{'':44}" + "".join(f"{f'{n} in parallel':>22}" for n in args.parallel))
+
+    def line(label: str, values) -> None:
+        print(f"{label:44}" + "".join(f"{value:>22}" for value in values))
+
+    for label, pick in (("lease of the agent's sandbox", lambda r: r["timings"]["lease_s"]),
+                        ("agent steps (4 turns, 3 tools)", lambda r: r["agent_timings"]["agent_s"]),
+                        ("verification", lambda r: r["agent_timings"]["verify_s"]),
+                        ("  of it: fresh sandbox start", lambda r: r["timings"]["eval_sandbox_start_s"]),
+                        ("  of it: tests (eval script)", lambda r: r["timings"]["tests_s"]),
+                        ("whole rollout", lambda r: r["agent_timings"]["total_s"])):
+        line(f"{label}, p50/p95 s", [f"{p50:.2f} / {p95:.2f}" for p50, p95 in
+                                    (quantiles([pick(row) for row in measured[n]["rows"]]) for n in args.parallel)])
+    baseline = measured[args.parallel[0]]["rate"]
+    line("instances per minute", [f"{measured[n]['rate']:.1f} ({measured[n]['rate'] / baseline:.2f}x)"
+                                  for n in args.parallel])
+    line("peak memory, all containers", [f"{measured[n]['peak_memory'] / 2**20:.0f} MiB" for n in args.parallel])
+    line("peak live sandboxes", [str(measured[n]["peak_sandboxes"]) for n in args.parallel])
+    print(f"instances per run: {len(measured[args.parallel[0]]['rows'])}; load average at the end: "
+          f"{os.getloadavg()[0]:.1f} (machine shared with other work)")
+
+
+if __name__ == "__main__":
+    main()

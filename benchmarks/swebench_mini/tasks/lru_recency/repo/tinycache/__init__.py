@@ -1,0 +1,3 @@
+from tinycache.lru import LRUCache
+
+__all__ = ["LRUCache"]

@@ -1,0 +1,3 @@
+from netconf.settings import DEFAULTS, parse_settings
+
+__all__ = ["DEFAULTS", "parse_settings"]

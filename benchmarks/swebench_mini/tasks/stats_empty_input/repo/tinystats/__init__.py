@@ -1,0 +1,3 @@
+from tinystats.summary import mean, spread, summarize
+
+__all__ = ["mean", "spread", "summarize"]

@@ -1,0 +1,3 @@
+from units.convert import convert
+
+__all__ = ["convert"]

@@ -1,0 +1,7 @@
+"""Metres per unit."""
+
+METRES = {
+    "mm": 0.001,
+    "cm": 0.01,
+    "m": 1.0,
+}

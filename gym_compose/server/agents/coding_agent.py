@@ -1,0 +1,169 @@
+"""coding_agent: a built-in agent that works a task inside the session's sandbox.
+
+    /run: seed the resources server (it leases the task's sandbox and hands it over in
+          `sandbox_descriptor`, NeMo Gym's way), connect to that sandbox, then loop: model ->
+          tool calls (bash, str_replace_editor, submit; gym_compose.server.agents.coding_tools) ->
+          model, until the model calls submit, answers without a tool call, or max_steps; then
+          verify. The trajectory is the response's `output`: every function_call and its
+          function_call_output, as NeMo Gym's agents record them.
+
+The model is any OpenAI-compatible server behind the model server: `api_mode: responses` posts
+`/v1/responses`, `chat_completions` posts `/v1/chat/completions` (converted both ways). A sandbox
+that dies fails the rollout naming it, after the resources server was told to give it back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+
+from gym_compose.server.agents.coding_tools import SUBMIT, TOOLS, ToolLimits, ToolRunner
+from gym_compose.server.agents.common import (
+    TASK_HEADER,
+    as_input_list,
+    global_config_of,
+    model_reads_task_header,
+    run_row_endpoint,
+    task_header,
+)
+from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
+from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
+from gym_compose.server.protocol import add_usage
+from gym_compose.server.web import json_response
+
+LOG = logging.getLogger("gym_compose.server.coding_agent")
+API_MODES = ("responses", "chat_completions")
+# What the mock model's scripted mode needs of a row (the whole row can be 100 KB of scripts).
+MOCK_TASK_FIELDS = ("instance_id", "patch")
+DEFAULT_INSTRUCTIONS = (
+    "You are a software engineer working in a code repository at /app, inside a sandbox. Use the bash tool "
+    "to explore and run commands and the str_replace_editor tool to change files. Do not change the tests. "
+    "When your change is complete, call the submit tool."
+)
+
+
+class CodingAgentConfig(BaseServerConfig):
+    resources_server: ServerRef
+    model_server: ServerRef
+    max_steps: int = 50
+    command_timeout_s: float = 60.0
+    max_output_chars: int = 10_000
+    api_mode: str = "responses"
+    instructions: Optional[str] = DEFAULT_INSTRUCTIONS  # used when the row's create params carry none
+    workdir: str = "/app"
+
+
+class NoSandbox(RuntimeError):
+    """The resources server's /seed_session handed over no sandbox."""
+
+
+class CodingAgent(BaseServer):
+    config: CodingAgentConfig
+
+    def setup_webserver(self) -> Starlette:
+        if self.config.api_mode not in API_MODES:
+            raise ValueError(f"coding_agent api_mode must be one of {', '.join(API_MODES)}, "
+                             f"not {self.config.api_mode!r}")
+        return Starlette(routes=[Route("/run", self._run_endpoint, methods=["POST"]),
+                                 Route("/v1/responses", self._responses_endpoint, methods=["POST"])])
+
+    async def _run_endpoint(self, request: Request):
+        return await run_row_endpoint(request, self.run)
+
+    async def _responses_endpoint(self, request: Request):
+        return json_response({"error": "coding_agent works a task in the sandbox its resources server leases: "
+                                       "post a dataset row to /run"}, 400)
+
+    async def run(self, row: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
+        resources = self.config.resources_server.name
+        began = time.monotonic()
+        seed, raw = await self.server_client.post_json(resources, "/seed_session", json=row, cookies=cookies)
+        cookies = {**cookies, **raw.cookies}
+        seeded = time.monotonic()
+        try:
+            sandbox = await self._connect(seed)
+            try:
+                runner = ToolRunner(sandbox, ToolLimits(self.config.command_timeout_s, self.config.max_output_chars,
+                                                        (seed or {}).get("workdir") or self.config.workdir))
+                response, steps, submitted = await self.run_episode(row, runner)
+            finally:
+                await sandbox.disconnect()
+        except BaseException:  # the sandbox goes back now, not when the verifier's idle reaper finds it
+            await self._close_session(resources, cookies)
+            raise
+        episode_done = time.monotonic()
+        verified, _ = await self.server_client.post_json(resources, "/verify", json={**row, "response": response},
+                                                         cookies=cookies)
+        agent_timings = {"seed_s": round(seeded - began, 3), "agent_s": round(episode_done - seeded, 3),
+                         "verify_s": round(time.monotonic() - episode_done, 3),
+                         "total_s": round(time.monotonic() - began, 3)}
+        return {**row, **verified, "agent_steps": steps, "agent_submitted": submitted,
+                "agent_commands": runner.commands, "agent_command_timeouts": runner.timeouts,
+                "agent_timings": agent_timings}
+
+    async def _connect(self, seed: Any):
+        from gym_compose.sandbox import AsyncSandbox
+
+        descriptor = seed.get("sandbox_descriptor") if isinstance(seed, dict) else None
+        if not isinstance(descriptor, dict) or not descriptor.get("sandbox_id"):
+            raise NoSandbox(f"{self.config.resources_server.name} handed over no sandbox in /seed_session "
+                            "(sandbox_descriptor); coding_agent needs a resources server that leases one per session")
+        return await AsyncSandbox.connect(descriptor)
+
+    async def _close_session(self, resources: str, cookies: dict[str, str]) -> None:
+        try:
+            await self.server_client.post(resources, "/close_session", json={}, cookies=cookies)
+        except Exception as error:  # the resources server's idle reaper gives the sandbox back later
+            LOG.warning("could not close the session on %s: %s", resources, error)
+
+    async def run_episode(self, row: dict[str, Any], runner: ToolRunner) -> tuple[dict[str, Any], int, bool]:
+        """Model turns and tool calls until submit, an answer without a tool call, or max_steps."""
+        params = dict(row["responses_create_params"])
+        params["tools"] = [*[t for t in params.get("tools") or [] if t.get("name") not in {x["name"] for x in TOOLS}],
+                           *TOOLS]
+        if not params.get("instructions") and self.config.instructions:
+            params["instructions"] = self.config.instructions
+        headers = task_header({key: row[key] for key in MOCK_TASK_FIELDS if key in row},
+                              model_reads_task_header(global_config_of(self), self.config.model_server.name))
+        history = as_input_list(params["input"])
+        new_items: list[Any] = []
+        usage, reply, steps, submitted = None, {}, 0, False
+        while steps < self.config.max_steps and not submitted:
+            steps += 1
+            reply = await self._model_turn({**params, "input": history + new_items}, headers)
+            output = reply.get("output") or []
+            new_items.extend(output)
+            usage = add_usage(usage, reply.get("usage"))
+            calls = [item for item in output if item.get("type") == "function_call"]
+            if reply.get("incomplete_details") or not calls:
+                break
+            for call in calls:
+                name = str(call.get("name") or "")
+                try:
+                    arguments = orjson.loads(call.get("arguments") or "{}")
+                except orjson.JSONDecodeError as error:
+                    result = f"error: the arguments are not valid JSON: {error}"
+                else:
+                    result = await runner.run(name, arguments if isinstance(arguments, dict) else {})
+                new_items.append({"type": "function_call_output", "call_id": call.get("call_id"), "output": result})
+                submitted = submitted or name == SUBMIT
+        reply = {**reply, "output": new_items, "usage": usage}
+        return reply, steps, submitted
+
+    async def _model_turn(self, params: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        model = self.config.model_server.name
+        if self.config.api_mode == "responses":
+            reply, _ = await self.server_client.post_json(model, "/v1/responses", json=params, headers=headers)
+            return reply
+        chat = responses_to_chat(params, str(params.get("model") or ""))
+        completion, _ = await self.server_client.post_json(model, "/v1/chat/completions", json=chat, headers=headers)
+        return chat_to_response(completion, params)
+
+
+__all__ = ["CodingAgent", "CodingAgentConfig", "TASK_HEADER"]

@@ -1,0 +1,106 @@
+"""What SWE tasks need of the broker, on the fake engine: a sandbox handed to another server with
+its grant (NeMo Gym's serialize/connect), per-task images asked for by their plan alias, and images
+pulled on demand (once, however many leases wait for them)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from gym_compose.sandbox.broker.app import build_app
+from gym_compose.sandbox.broker.pool import SandboxPool
+from gym_compose.sandbox.broker.sandboxes import Refused, StartFailed
+from gym_compose.sandbox.policy import BrokerSettings, LeaseRequest, SandboxPolicy
+from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, sandbox_grant, server_token
+from sandbox_fakes import FakeEngine, run_async
+
+pytestmark = pytest.mark.protocol
+SECRET = "project-secret"
+
+
+def policy(tmp_path, server, **fields) -> SandboxPolicy:
+    return SandboxPolicy(server=server, image="gym-compose/sandbox:test", workdir=str(tmp_path), network="none",
+                         **fields)
+
+
+def headers(server: str, **extra: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {server_token(SECRET, server)}", SERVER_HEADER: server, **extra}
+
+
+@run_async
+async def test_a_granted_sandbox_is_usable_by_another_server_but_released_only_by_its_owner(tmp_path):
+    engine = FakeEngine()
+    pool = SandboxPool(engine, BrokerSettings(project="t", servers={
+        "verifier": policy(tmp_path, "verifier"), "agent": policy(tmp_path, "agent"),
+        "stranger": policy(tmp_path, "stranger")}))
+    await pool.open()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(pool, SECRET)),
+                                     base_url="http://broker") as client:
+            leased = (await client.post("/v1/sandboxes", json={}, headers=headers("verifier"))).json()
+            sandbox_id, grant = leased["sandbox_id"], leased["grant"]
+            assert grant == sandbox_grant(SECRET, sandbox_id)
+            granted = headers("agent", **{GRANT_HEADER: grant})
+            ran = await client.post(f"/v1/sandboxes/{sandbox_id}/exec", json={"command": "echo from-agent > f"},
+                                    headers=granted)
+            assert ran.status_code == 200 and ran.json()["return_code"] == 0
+            read = await client.get(f"/v1/sandboxes/{sandbox_id}/files", params={"path": "f"}, headers=granted)
+            assert read.content == b"from-agent\n"
+            assert (await client.get(f"/v1/sandboxes/{sandbox_id}", headers=granted)).status_code == 200
+            # without the grant, or with another sandbox's, the other server is refused
+            assert (await client.post(f"/v1/sandboxes/{sandbox_id}/exec", json={"command": "true"},
+                                      headers=headers("stranger"))).status_code == 403
+            wrong = headers("stranger", **{GRANT_HEADER: sandbox_grant(SECRET, "another-sandbox")})
+            assert (await client.post(f"/v1/sandboxes/{sandbox_id}/exec", json={"command": "true"},
+                                      headers=wrong)).status_code == 403
+            # a grant alone, without a server token, is nothing
+            assert (await client.post(f"/v1/sandboxes/{sandbox_id}/exec", json={"command": "true"},
+                                      headers={GRANT_HEADER: grant})).status_code == 401
+            assert (await client.delete(f"/v1/sandboxes/{sandbox_id}", headers=granted)).status_code == 403
+            assert engine.live_names() == [sandbox_id]
+            released = await client.delete(f"/v1/sandboxes/{sandbox_id}", headers=headers("verifier"))
+            assert released.json() == {"released": True} and engine.live_names() == []
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_a_task_image_is_leased_by_its_alias_and_nothing_else_is(tmp_path):
+    engine = FakeEngine()
+    aliases = {"swebench-mini:pager": "gym-compose/swebench-mini:pager-0123456789abcdef"}
+    pool = SandboxPool(engine, BrokerSettings(project="t", servers={
+        "verifier": policy(tmp_path, "verifier", image_aliases=aliases)}))
+    await pool.open()
+    try:
+        sandbox, _ = await pool.lease("verifier", LeaseRequest(image="swebench-mini:pager"))
+        assert sandbox.image == aliases["swebench-mini:pager"]
+        assert engine.created[-1]["Image"] == aliases["swebench-mini:pager"]
+        with pytest.raises(Refused, match="not in the plan"):
+            await pool.lease("verifier", LeaseRequest(image="swebench-mini:unknown"))
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_missing_allowed_images_are_pulled_once_and_a_failed_pull_says_why(tmp_path):
+    engine = FakeEngine(images={"gym-compose/sandbox:test"})
+    engine.pullable = {"registry.example/task:a"}
+    pool = SandboxPool(engine, BrokerSettings(project="t", servers={
+        "verifier": policy(tmp_path, "verifier", allowed_images=["registry.example/task:*"], pull=True),
+        "no_pull": policy(tmp_path, "no_pull", allowed_images=["registry.example/task:*"])}))
+    await pool.open()
+    try:
+        leases = await asyncio.gather(*(pool.lease("verifier", LeaseRequest(image="registry.example/task:a"))
+                                        for _ in range(3)))
+        assert engine.pulls == ["registry.example/task:a"]
+        assert all(sandbox.image == "registry.example/task:a" for sandbox, _ in leases)
+        assert pool.stats()["pulled"][0]["image"] == "registry.example/task:a"
+        with pytest.raises(StartFailed, match="cannot pull image 'registry.example/task:b': pull access denied"):
+            await pool.lease("verifier", LeaseRequest(image="registry.example/task:b"))
+        with pytest.raises(StartFailed, match="build it first"):
+            await pool.lease("no_pull", LeaseRequest(image="registry.example/task:c"))
+        assert engine.pulls == ["registry.example/task:a", "registry.example/task:b"]
+    finally:
+        await pool.close()

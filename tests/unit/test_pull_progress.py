@@ -1,0 +1,31 @@
+"""The broker's pull lines reach the host's progress display: only pull messages, only whole
+lines, each once."""
+
+from __future__ import annotations
+
+from gym_compose.sandbox_stack.pull_progress import PullProgress, pull_lines
+
+LOG = ("2026-11-30 21:00:00,000 INFO gym_compose.sandbox.broker: sandbox broker of p ready: max_live 1\n"
+       "2026-11-30 21:00:01,000 INFO gym_compose.sandbox.broker: pulling docker.io/jefzda/sweap-images:a "
+       "(not on the engine yet)\n"
+       "2026-11-30 21:00:16,000 INFO gym_compose.sandbox.broker: pulling docker.io/jefzda/sweap-images:a: "
+       "1.20 of 4.50 GB\n")
+
+
+def test_only_pull_messages():
+    assert pull_lines(LOG) == ["pulling docker.io/jefzda/sweap-images:a (not on the engine yet)",
+                               "pulling docker.io/jefzda/sweap-images:a: 1.20 of 4.50 GB"]
+
+
+def test_new_whole_lines_once(tmp_path):
+    path = tmp_path / "sandbox-broker.log"
+    path.write_text("earlier run: INFO gym_compose.sandbox.broker: pulled x in 1.0 s\n")
+    with open(path, "a") as log:
+        progress = PullProgress(None, log, path)
+        assert progress.new_lines() == []  # what an earlier run wrote is not shown again
+        log.write(LOG + "2026-11-30 21:01:00,000 INFO gym_compose.sandbox.broker: pulled docker.io/jefzda/sw")
+        log.flush()
+        assert len(progress.new_lines()) == 2 and progress.new_lines() == []
+        log.write("eap-images:a in 59.0 s\n")
+        log.flush()
+        assert progress.new_lines() == ["pulled docker.io/jefzda/sweap-images:a in 59.0 s"]
