@@ -17,7 +17,7 @@ from typing import Callable
 from gym_compose.console import say
 from gym_compose.engine.compose import ComposeProject
 from gym_compose.errors import UserError
-from gym_compose.runs.manifest import resume_command, run_record, write_manifest
+from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
 from gym_compose.runs.run_inputs import CollectionArgs, plan_run, write_run_inputs
 from gym_compose.runs.summary import print_summary
@@ -57,11 +57,13 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     outcome: CollectorOutcome | None = None
     images: dict[str, str] = {}
     project: ComposeProject | None = None
+    facts: EngineFacts | None = None
     try:
         collector = write_run_inputs(run_dir, planned, collection)
         images, project = build_and_render(stack, project_dir(stack.project), collector, pinned=pinned_images)
         if check_images is not None:
             check_images(images)
+        facts = EngineFacts(images)  # asked while the servers start and the collector runs
         if serve:
             start_servers(stack, project)
         outcome = CollectorOutcome(1)  # from here on the run folder is the run's, whatever happens
@@ -69,14 +71,14 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     except BaseException:
         if outcome is not None and project is not None:  # before `down` forgets the compose file
             write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code,
-                           record)
+                           record, facts)
         if serve and not keep and project is not None:
             down_quietly(project)
         if outcome is None and created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code,
-                           record)
+                   record, facts)
     print_summary(run_dir)
     print(f"results: {run_dir}")
     if serve and not keep:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,18 +33,56 @@ def run_record(planned: Any, collection: Any, rerun_of: Path | None) -> dict[str
             "rerun_of": str(rerun_of.resolve()) if rerun_of else None}
 
 
+class EngineFacts:
+    """The manifest's parts that the engine must be asked for (each image's id, the engine's
+    versions), asked in a background thread from the moment the images are known, so that the
+    collector need not wait for them nor the manifest after it. The tags are content hashes: the
+    ids cannot change while the run goes on."""
+
+    def __init__(self, images: dict[str, str], with_engine: bool = True):
+        self._images = dict(images)
+        self._with_engine = with_engine
+        self._found: tuple[dict[str, dict[str, str | None]], dict[str, Any] | None] | None = None
+        self._thread = threading.Thread(target=self._ask, name="manifest-engine-facts", daemon=True)
+        self._thread.start()
+
+    def _ask(self) -> None:
+        try:
+            self._found = self._asked()
+        except Exception:  # noqa: BLE001 - asked again, in the foreground, by result()
+            self._found = None
+
+    def _asked(self) -> tuple[dict[str, dict[str, str | None]], dict[str, Any] | None]:
+        ids: dict[str, str | None] = {}
+        for tag in sorted(set(self._images.values())):  # several services share one image
+            try:
+                ids[tag] = image_digest(tag)
+            except UserError:
+                ids[tag] = None
+        digests = {service: {"image": tag, "id": ids[tag]} for service, tag in sorted(self._images.items())}
+        if not self._with_engine:
+            return digests, None
+        from gym_compose.engine.engine_info import engine_versions
+
+        return digests, engine_versions()
+
+    def result(self) -> tuple[dict[str, dict[str, str | None]], dict[str, Any] | None]:
+        """(service -> {"image", "id"}, the engine's versions or None when not asked for)."""
+        self._thread.join()
+        return self._found if self._found is not None else self._asked()
+
+
 def write_manifest(run_dir: Path, data: dict[str, Any], compose_file: Path | None, images: dict[str, str],
-                   started_at: datetime, exit_code: int, record: dict[str, Any] | None = None) -> None:
+                   started_at: datetime, exit_code: int, record: dict[str, Any] | None = None,
+                   facts: EngineFacts | None = None) -> None:
     """The resolved config (redacted), the images and their ids, the command line, the exit code and
-    a copy of the compose file that ran."""
+    a copy of the compose file that ran. `facts`: the engine's answers already asked for (of these
+    `images`); without it they are asked now."""
     if compose_file is not None:
         shutil.copyfile(compose_file, run_dir / COMPOSE_COPY)
-    digests: dict[str, dict[str, str | None]] = {}
-    for service, tag in sorted(images.items()):
-        try:
-            digests[service] = {"image": tag, "id": image_digest(tag)}
-        except UserError:
-            digests[service] = {"image": tag, "id": None}
+    if facts is None:
+        facts = EngineFacts(images, with_engine=record is not None)
+    digests, engine = facts.result()
     manifest = {
         "gym_compose_version": __version__,
         "command": redacted_argv(sys.argv),
@@ -58,9 +97,12 @@ def write_manifest(run_dir: Path, data: dict[str, Any], compose_file: Path | Non
         from gym_compose.engine.engine_info import engine_versions
         from gym_compose.runs.provenance import provenance
 
+        if engine is None:
+            engine = engine_versions()
+
         manifest["collection"] = record["collection"]
         manifest["provenance"] = provenance(data, record["collection"]["collector_args"], run_dir / "input.jsonl",
-                                            record["datasets"], engine_versions())
+                                            record["datasets"], engine)
         if record["rerun_of"]:
             manifest["rerun_of"] = record["rerun_of"]
     (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
