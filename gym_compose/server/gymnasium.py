@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from gym_compose.server.protocol import FunctionCall, Response, ResponseCreateParams
-from gym_compose.server.resources import SimpleResourcesServer
+from gym_compose.server.resources import SimpleResourcesServer, add_aggregate_metrics_route
 from gym_compose.server.sessions import SESSION_ID_KEY
 from gym_compose.server.web import JSONResponse
 
@@ -71,6 +71,7 @@ class GymnasiumServer(SimpleResourcesServer):
         app.post("/reset")(self._reset_endpoint)
         app.post("/step")(self._step_endpoint)
         app.post("/close_session")(self._close_session_endpoint)
+        add_aggregate_metrics_route(app, self)
         return app
 
     async def _reset_endpoint(self, body: EnvResetRequest, request: Request) -> dict:
