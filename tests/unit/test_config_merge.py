@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import textwrap
+
+import pytest
 from pathlib import Path
 
 
@@ -214,9 +216,54 @@ def test_agent_without_environment_server_gets_a_generated_one(tmp_path):
               model_server: {type: responses_api_models, name: policy_model}
     """))
     loaded = load_files(tmp_path, "a.yaml", model_url="http://u")
-    generated = loaded.data["my_agent_environment_server"]["environment_servers"]["legacy_agent"]
+    generated = loaded.data["my_environment_server"]["environment_servers"]["legacy_agent"]  # NeMo Gym 0.7's name
     assert generated["agent_server"] == {"type": "responses_api_agents", "name": "my_agent"}
-    assert any("DEPRECATED" in w and "my_agent_environment_server" in w for w in loaded.warnings)
+    assert any("DEPRECATED" in w and "my_environment_server" in w for w in loaded.warnings)
+
+
+@pytest.mark.parametrize("agent, agent_type, expected", [
+    ("workplace_assistant_simple_agent", "simple_agent", "workplace_assistant_environment_server"),
+    ("wordle_agent", "gymnasium_agent", "wordle_environment_server"),
+    ("simple_agent", "simple_agent", "simple_agent_environment_server"),
+    ("solver", "simple_agent", "solver_environment_server"),
+    ("math_simple_agent_", "simple_agent", "math_simple_agent_environment_server"),
+])
+def test_generated_environment_server_names_follow_nemo_gym(agent, agent_type, expected):
+    from gym_compose.config.legacy import legacy_environment_server_name
+
+    assert legacy_environment_server_name(agent, agent_type) == expected
+
+
+def test_a_taken_environment_server_name_falls_back_to_the_agent_name(tmp_path):
+    write(tmp_path, "a.yaml", MODEL + textwrap.dedent("""
+        math_environment_server:
+          resources_servers:
+            r: {entrypoint: app.py, domain: math}
+        math_simple_agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: math_environment_server}
+              model_server: {type: responses_api_models, name: policy_model}
+        solver_simple_agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: math_environment_server}
+              model_server: {type: responses_api_models, name: policy_model}
+        solver_agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: math_environment_server}
+              model_server: {type: responses_api_models, name: policy_model}
+    """))
+    data = load_files(tmp_path, "a.yaml", model_url="http://u").data
+    fronted = {name: block["environment_servers"]["legacy_agent"]["agent_server"]["name"]
+               for name, block in data.items() if isinstance(block, dict) and "environment_servers" in block}
+    assert fronted == {"math_simple_agent_environment_server": "math_simple_agent",  # its own name is taken
+                       "solver_environment_server": "solver_simple_agent",
+                       "solver_agent_environment_server": "solver_agent"}  # taken by the one generated before
 
 
 def test_an_agent_with_an_environment_server_gets_none_generated(tmp_path):
