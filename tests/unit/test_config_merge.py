@@ -132,6 +132,46 @@ def test_a_model_url_without_a_model_type_means_openai_model(tmp_path):
     assert not any("mock model" in w for w in loaded.warnings)
 
 
+def test_a_judge_model_beside_an_agent_on_policy_model_still_gets_the_mock(tmp_path):
+    write(tmp_path, "bench.yaml", """
+        judge_model:
+          responses_api_models:
+            openai_model: {entrypoint: app.py, openai_base_url: http://judge/v1, openai_api_key: k, openai_model: j}
+        res:
+          resources_servers:
+            r: {entrypoint: app.py, domain: math, judge_model_server: {type: responses_api_models, name: judge_model}}
+        agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: res}
+              model_server: {type: responses_api_models, name: policy_model}
+    """)
+    loaded = load_files(tmp_path, "bench.yaml")
+    models = {i.name: i.implementation for i in instances(loaded.data) if i.server_type == "responses_api_models"}
+    assert models == {"policy_model": "mock_model", "judge_model": "openai_model"}
+    assert any("mock model" in w for w in loaded.warnings)
+
+
+def test_a_model_under_another_name_that_the_agents_use_gets_no_mock(tmp_path):
+    write(tmp_path, "a.yaml", """
+        my_model:
+          responses_api_models:
+            openai_model: {entrypoint: app.py, openai_base_url: http://m/v1, openai_api_key: k, openai_model: m}
+        res:
+          resources_servers:
+            r: {entrypoint: app.py, domain: math}
+        agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: res}
+              model_server: {type: responses_api_models, name: my_model}
+    """)
+    loaded = load_files(tmp_path, "a.yaml")
+    assert "policy_model" not in loaded.data and not any("mock model" in w for w in loaded.warnings)
+
+
 def test_a_config_that_defines_a_model_gets_no_mock(tmp_path):
     write(tmp_path, "model.yaml", MODEL)
     loaded = load_files(tmp_path, "model.yaml", model_url="http://u")
