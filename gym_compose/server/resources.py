@@ -3,7 +3,8 @@ and `/aggregate_metrics` (gym_compose.server.aggregation)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from enum import Enum
+from typing import Any, ClassVar, Optional
 
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -19,8 +20,18 @@ from gym_compose.server.sessions import SESSION_ID_KEY
 from gym_compose.server.web import JSONResponse, read_json_object
 
 
+class ReverifyMode(str, Enum):
+    """How `gym eval reverify` may re-score this server's rollouts (NeMo Gym 0.7)."""
+
+    STATELESS = "stateless"
+    UNSUPPORTED = "unsupported"
+    UNKNOWN = "unknown"
+
+
 class BaseResourcesServerConfig(BaseServerConfig):
     domain: Optional[str] = None
+    expose_tools_over_mcp: bool = False
+    REVERIFY_MODE: ClassVar[ReverifyMode] = ReverifyMode.UNKNOWN
 
 
 class BaseRunRequest(BaseModel):
@@ -97,6 +108,9 @@ class SimpleResourcesServer(BaseServer, AggregateMetricsHooks):
 
     async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
         return BaseSeedSessionResponse()
+
+    async def get_reverify_mode(self) -> ReverifyMode:
+        return type(self.config).REVERIFY_MODE
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")

@@ -11,7 +11,7 @@ def _base_resources_server() -> dict[str, Any]:
     names = ("BaseResourcesServerConfig", "BaseResourcesServer", "SimpleResourcesServer", "BaseRunRequest",
              "BaseVerifyRequest", "BaseVerifyResponse", "BaseSeedSessionRequest", "BaseSeedSessionResponse",
              "ResourcesSeedSessionRequest", "ResourcesSeedSessionResponse", "ResourcesCloseSessionRequest",
-             "ResourcesCloseSessionResponse")
+             "ResourcesCloseSessionResponse", "ReverifyMode")
     from gym_compose.server.aggregation import AggregateMetrics, AggregateMetricsRequest
 
     return {**{name: getattr(resources, name) for name in names},
