@@ -4,8 +4,11 @@ environment (legacy_agent) -> simple_agent -> resources (example_single_tool_cal
                                            -> policy_model (openai_model proxy) -> mock_model
 Every server is started as the containers start it (`python -m gym_compose.server` + env vars).
 Prints rollouts/s and CPU milliseconds per rollout for each server (from /proc/<pid>/stat).
+With --collector the rollouts go through the collector (`python -m gym_compose.collect`, as its
+container runs it) instead of this script's own client, and its CPU per rollout is printed too:
+the difference between a 64-row and a --rollouts-row collection, so its start-up is left out.
 
-    .venv/bin/python bench/bench_runtime.py [--rollouts 500] [--parallel 32] [--timeout 120]
+    .venv/bin/python bench/bench_runtime.py [--rollouts 500] [--parallel 32] [--timeout 120] [--collector]
 """
 
 from __future__ import annotations
@@ -14,9 +17,14 @@ import argparse
 import asyncio
 import json
 import os
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -56,12 +64,32 @@ async def drive(port: int, rows: list[dict], total: int, parallel: int, deadline
     return ok, failed
 
 
+def collector_run(config: dict, rows: list[dict], total: int, parallel: int, timeout: float) -> tuple[int, int, float, float]:
+    """(rollouts written, failures, collector CPU seconds, collecting rollouts/s) of one collector run."""
+    work = Path(tempfile.mkdtemp(prefix="bench-runtime-"))
+    rows_file = work / "rows.jsonl"
+    rows_file.write_bytes(b"".join(json.dumps(rows[i % len(rows)]).encode() + b"\n" for i in range(total)))
+    env = {**os.environ, "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config)}
+    command = [sys.executable, "-m", "gym_compose.collect", "--input", str(rows_file),
+               "--output-dir", str(work / "out"), "--num-samples-in-parallel", str(parallel)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, env=env, cwd=REPO, check=True, timeout=timeout, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    written = sum(1 for line in (work / "out" / "rollouts.jsonl").read_bytes().splitlines() if line.strip())
+    failed_file = work / "out" / "rollouts_failures.jsonl"
+    failed = sum(1 for line in failed_file.read_bytes().splitlines() if line.strip()) if failed_file.exists() else 0
+    rate = json.loads((work / "out" / "progress.json").read_bytes())["rollouts_per_second"]
+    return written, failed, cpu, rate
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rollouts", type=int, default=500)
     parser.add_argument("--parallel", type=int, default=32)
     parser.add_argument("--timeout", type=float, default=120.0, help="bound on the measured run, seconds")
     parser.add_argument("--api-mode", choices=("responses", "chat_completions"), default="responses")
+    parser.add_argument("--collector", action="store_true", help="send the rollouts through the collector")
     args = parser.parse_args()
 
     rows_file = FIXTURE if FIXTURE.exists() else LOCAL_ROWS
@@ -74,19 +102,31 @@ def main() -> int:
         asyncio.run(drive(port, rows, min(64, args.rollouts), args.parallel, time.monotonic() + 30))  # warm-up
         names = [name for name in stack.processes if name != "head_server"]
         before = {name: cpu_seconds(stack.processes[name].pid) for name in names}
-        started = time.perf_counter()
-        ok, failed = asyncio.run(drive(port, rows, args.rollouts, args.parallel, time.monotonic() + args.timeout))
-        elapsed = time.perf_counter() - started
+        collector_cpu = None
+        if args.collector:
+            _, _, startup_cpu, _ = collector_run(config, rows, 64, args.parallel, args.timeout)
+            before = {name: cpu_seconds(stack.processes[name].pid) for name in names}
+            started = time.perf_counter()
+            ok, failed, run_cpu, rate = collector_run(config, rows, args.rollouts, args.parallel, args.timeout)
+            elapsed = time.perf_counter() - started
+            collector_cpu = (run_cpu - startup_cpu) / max(args.rollouts - 64, 1)
+        else:
+            started = time.perf_counter()
+            ok, failed = asyncio.run(drive(port, rows, args.rollouts, args.parallel, time.monotonic() + args.timeout))
+            elapsed = time.perf_counter() - started
+            rate = (ok + failed) / elapsed
         spent = {name: cpu_seconds(stack.processes[name].pid) - before[name] for name in names}
     done = ok + failed
     print(f"rows: {rows_file}")
-    print(f"rollouts: {done} ({ok} reward 1.0, {failed} failed or other) at {args.parallel} in parallel, "
-          f"api_mode={args.api_mode}")
-    print(f"rollouts/s: {done / elapsed:.1f}  (wall {elapsed:.2f} s)")
-    print("server CPU ms per rollout:")
+    print(f"rollouts: {done} ({ok} {'written' if args.collector else 'reward 1.0'}, {failed} failed or other) "
+          f"at {args.parallel} in parallel, api_mode={args.api_mode}")
+    print(f"rollouts/s: {rate:.1f}  (wall {elapsed:.2f} s{', collector start included' if args.collector else ''})")
+    print("CPU ms per rollout:")
     for name in names:
         print(f"  {name:28s} {1000 * spent[name] / max(done, 1):6.2f}")
-    print(f"  {'total':28s} {1000 * sum(spent.values()) / max(done, 1):6.2f}")
+    print(f"  {'total of the servers':28s} {1000 * sum(spent.values()) / max(done, 1):6.2f}")
+    if collector_cpu is not None:
+        print(f"  {'collector (start-up left out)':28s} {1000 * collector_cpu:6.2f}")
     return 0 if failed == 0 and done == args.rollouts else 1
 
 

@@ -40,16 +40,12 @@ from gym_compose.service_spec import GpuRequest, Limits, Mount, Overrides, Probe
 TEMPLATES_DIR = PROJECT_ROOT / "compose_templates"
 NETWORK = "gym"
 COMPOSE_FILE = "compose.yaml"
-START_INTERVAL_KEY = "x-healthcheck-with-start-interval"  # server.yaml: the healthcheck where start_interval works
 
 
 @dataclass(frozen=True)
 class RenderOptions:
     """What the target engine supports."""
 
-    # Docker Engine 25+ (API 1.44) probes every start_interval during start-up, which lets the
-    # steady-state healthcheck interval be long (low idle CPU) without slowing the start.
-    healthcheck_start_interval: bool = False
     # The Docker socket the sandbox broker mounts: (host path, its group id, rootless engine).
     docker_socket: tuple[str, int | None, bool] | None = None
 
@@ -82,7 +78,7 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
     labels = {PROJECT_LABEL: stack.project}
     services = {
         service.name: _engine_service(service, images, labels) if service.role == ENGINE_ROLE
-        else _server_service(stack, service, images, network_yaml, host_yaml, labels, options)
+        else _server_service(stack, service, images, network_yaml, host_yaml, labels)
         for service in stack.services
     }
     if collector is not None:
@@ -140,10 +136,8 @@ def dump_yaml(model: dict[str, Any]) -> str:
 
 def _server_service(
     stack: Stack, service: Service, images: dict[str, str], network_yaml: str, host_yaml: str, labels: dict,
-    options: RenderOptions,
 ) -> dict[str, Any]:
     spec = load_template("server")
-    steady_healthcheck = spec.pop(START_INTERVAL_KEY, {})
     spec.update(role_defaults(service.role))
     spec["image"] = images.get(service.name, images["base"])
     spec["labels"] = {
@@ -161,8 +155,6 @@ def _server_service(
     spec["healthcheck"] = copy.deepcopy(spec["healthcheck"])
     spec["healthcheck"]["test"] = [*spec["healthcheck"]["test"], str(service.port)]
     spec["healthcheck"]["start_period"] = f"{_start_period_seconds(stack, service)}s"
-    if options.healthcheck_start_interval:
-        spec["healthcheck"].update(steady_healthcheck)
     if service.published_port:
         spec["ports"] = [f"{stack.options.bind_address}:{service.published_port}:{service.port}"]
     if service.secrets:

@@ -9,14 +9,16 @@ the cause: for an error answer, the exception type and message of the server whe
 from __future__ import annotations
 
 import asyncio
+from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-import httpx
 import orjson
 
 from gym_compose.collect.routing import EnvironmentServer, taskset_of
 from gym_compose.collect.rows import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_INDEX, TASK_INDEX
 from gym_compose.contract import TIME_LEFT_HEADER
+from gym_compose.server.http_client import HttpClient, HttpResponse, PeerConnectError, PeerTimeout
 
 REQUEST_FAILED = "agent_request_failed"  # no answer, or a gateway status: the rollout may not have run
 RUN_ERROR = "agent_run_error"  # the server answered with an error: the rollout ran and broke
@@ -26,7 +28,6 @@ SERVER_EXITED = "server_exited"  # in flight when the host saw a server of the s
 NOT_RUN_STATUSES = frozenset({429, 502, 503, 504})
 MAX_BODY_CHARS = 2000
 MAX_CAUSE_CHARS = 500
-JSON_HEADERS = {"content-type": "application/json"}
 # a refused connection sent nothing, so it is retried, briefly: a dead server fails its rollouts fast
 CONNECT_RETRY_DELAYS_S = (0.1, 0.25, 0.5)
 
@@ -43,46 +44,51 @@ def request_body(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _post_run(client: httpx.AsyncClient, server: EnvironmentServer, row: dict[str, Any]) -> httpx.Response:
+@lru_cache(maxsize=64)
+def _address(base_url: str) -> tuple[str, int, str]:
+    """(host, port, path of /run) of an environment server's base URL (always plain HTTP, in-network)."""
+    parts = urlsplit(base_url)
+    return parts.hostname or "", parts.port or 80, parts.path.rstrip("/") + "/run"
+
+
+async def _post_run(client: HttpClient, server: EnvironmentServer, row: dict[str, Any]) -> HttpResponse:
     content = orjson.dumps(request_body(row))
-    timeout = client.timeout.read
-    headers = {**JSON_HEADERS, TIME_LEFT_HEADER: f"{timeout:.3f}"} if timeout else JSON_HEADERS
+    host, port, path = _address(server.base_url)
+    headers = {TIME_LEFT_HEADER: f"{client.timeout:.3f}"}
     for delay in (*CONNECT_RETRY_DELAYS_S, None):
         try:
-            return await client.post(f"{server.base_url}/run", content=content, headers=headers)
-        except httpx.ConnectError:
+            return await client.request("POST", host, port, path, content=content, headers=headers)
+        except PeerConnectError:
             if delay is None:
                 raise
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")
 
 
-async def run_rollout(client: httpx.AsyncClient, server: EnvironmentServer, row: dict[str, Any]) -> Outcome:
+async def run_rollout(client: HttpClient, server: EnvironmentServer, row: dict[str, Any]) -> Outcome:
+    """One POST /run through `client` (the collector's one pooled keep-alive client)."""
     status = None
     body = b""
     try:
         response = await _post_run(client, server, row)
-        status, body = response.status_code, response.content
+        status, body = response.status, response.body
         if status >= 400:
             error_type, message = describe_error_answer(server, status, body)
             return "failed", failure_row(row, server, RUN_ERROR if status not in NOT_RUN_STATUSES else REQUEST_FAILED,
                                          error_type, message, status, body)
         result = orjson.loads(body)
-    except httpx.TimeoutException as error:
+    except PeerTimeout as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"no answer from {server.instance} within the request timeout "
                                      f"({error or 'timed out'})")
-    except httpx.ConnectError as error:
+    except PeerConnectError as error:
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"cannot reach {server.instance} at {server.base_url}: "
                                      f"{error or type(error).__name__}")
-    except httpx.TransportError as error:  # sent, then the connection broke: the server went away mid-rollout
+    except OSError as error:  # sent, then the connection broke: the server went away mid-rollout
         return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
                                      f"{server.instance} dropped the connection during POST /run"
                                      f" ({error or type(error).__name__})")
-    except httpx.HTTPError as error:
-        return "failed", failure_row(row, server, REQUEST_FAILED, type(error).__name__,
-                                     f"request to {server.instance} failed: {error or type(error).__name__}")
     except orjson.JSONDecodeError as error:
         return "failed", failure_row(row, server, RUN_ERROR, "JSONDecodeError",
                                      f"{server.instance} answered {status} with a body that is not JSON: {error}",

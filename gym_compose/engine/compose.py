@@ -214,19 +214,6 @@ def _service_state(row: dict) -> ServiceState:
     )
 
 
-def engine_api_version() -> tuple[int, int]:
-    result = run_docker(["version", "--format", "{{.Server.APIVersion}}"], timeout=30, retries=1, check=False)
-    try:
-        major, minor = result.stdout.strip().split(".")[:2]
-        return int(major), int(minor)
-    except ValueError:
-        return (0, 0)
-
-
-def supports_start_interval() -> bool:
-    return engine_api_version() >= (1, 44)
-
-
 def require_compose() -> None:
     """Fail early, with the fix, when `docker compose` (v2) is missing."""
     result = run_docker(["compose", "version"], timeout=30, retries=1, check=False)

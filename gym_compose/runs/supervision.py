@@ -12,7 +12,7 @@ from pathlib import Path
 from gym_compose.collect import read_progress
 from gym_compose.console import say
 from gym_compose.engine.compose import ComposeProject
-from gym_compose.engine.target import DeployedStack, RunningProcess
+from gym_compose.engine.target import DeployedStack, RunningProcess, StackCheck
 from gym_compose.errors import UserError
 from gym_compose.plan import COLLECTOR_SERVICE
 from gym_compose.runs.progress_display import ProgressDisplay
@@ -102,7 +102,7 @@ def watch(stack: DeployedStack, collector: RunningProcess, run_dir: Path, servic
     deadline = time.monotonic() + COLLECTOR_TIMEOUT_SECONDS
     next_check = time.monotonic() + WATCH_INTERVAL_SECONDS
     reported_paused: set[str] = set()
-    while collector.wait(PROGRESS_INTERVAL_SECONDS) is None:
+    while (code := collector.wait(PROGRESS_INTERVAL_SECONDS)) is None:
         display.update(read_progress(run_dir))
         now = time.monotonic()
         if now > deadline:
@@ -118,19 +118,30 @@ def watch(stack: DeployedStack, collector: RunningProcess, run_dir: Path, servic
             say(f"warning: server {service} is paused; its rollouts wait for it (until "
                 "peer_request_timeout_seconds) unless it is unpaused")
         reported_paused = set(check.paused)
-        if check.dead or check.empty:
-            reason = ("; ".join(stack.describe_death(state) for state in check.dead)
-                      or "every server of the stack is gone")
-            display.close()
-            say(f"error: {reason}; stopping the run")
-            for state in check.dead:
-                if state.state != "missing":
-                    say(f"  last log lines of {state.service}:")
-                    say("\n".join(stack.log_tail(state.service)) or "      (none)")
+        reason = report_dead_servers(stack, check, display)
+        if reason is not None:
             collector.tell({"stop": reason})
             collector.close_stdin()
             return reason
+    if code == 1:  # rollouts failed: a server that died faster than the next look is named all the same
+        return report_dead_servers(stack, stack.check_stack(services), display, run_ended=True)
     return None
+
+
+def report_dead_servers(stack: DeployedStack, check: StackCheck, display: ProgressDisplay,
+                        run_ended: bool = False) -> str | None:
+    """Why the run stops when servers died (with their last log lines said), else None."""
+    if not (check.dead or check.empty):
+        return None
+    reason = ("; ".join(stack.describe_death(state) for state in check.dead)
+              or "every server of the stack is gone")
+    display.close()
+    say(f"error: {reason}" + ("" if run_ended else "; stopping the run"))
+    for state in check.dead:
+        if state.state != "missing":
+            say(f"  last log lines of {state.service}:")
+            say("\n".join(stack.log_tail(state.service)) or "      (none)")
+    return reason
 
 
 def stop_collector(stack: DeployedStack, collector: RunningProcess) -> None:

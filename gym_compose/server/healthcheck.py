@@ -1,11 +1,10 @@
-"""The compose healthcheck: exit 0 iff GET /_gym_compose/ready on 127.0.0.1:PORT answers 200.
+"""The readiness probe in Python: exit 0 iff GET /_gym_compose/ready on 127.0.0.1:PORT answers 200.
 
 `healthcheck.py [--wait SECONDS] PORT`. With --wait it keeps asking (every 50 ms) until the
-server is ready or SECONDS pass: Docker runs a check only every `interval`, so a check that waits
-turns the container healthy the moment it is ready instead of at the next tick, while a long
-interval keeps the idle cost low. Docker runs this in every container for the stack's whole life,
-so it stays tiny: a raw socket, no imports beyond `socket` (http.client alone costs ~40 ms of CPU),
-run as a file with `python -I -S`, which skips site-packages entirely.
+server is ready or SECONDS pass. The containers' compose healthcheck is its bash twin,
+healthcheck.sh (no interpreter to start on every check); this one serves the local-process
+target (`is_ready`) and anyone probing from a host. It stays tiny: a raw socket, no imports
+beyond `socket`, runnable as a file with `python -I -S`.
 """
 
 import socket

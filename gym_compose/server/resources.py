@@ -118,12 +118,18 @@ class SimpleResourcesServer(BaseServer, AggregateMetricsHooks):
     async def close_resources_session(self, body: ResourcesCloseSessionRequest) -> ResourcesCloseSessionResponse:
         return ResourcesCloseSessionResponse(resources_session_id=body.resources_session_id)
 
+    async def release_session_value(self, value: Any) -> None:
+        """Give back what one session's state held outside this process (a sandbox lease): called when
+        the session closes, is reaped for idleness, or the server stops. Override where needed."""
+
     async def close_session(self, session_id: Optional[str]) -> None:
         """Release what this server holds for a session. Safe to call repeatedly."""
         if session_id is None:
             return
         for state in self.session_states():
-            state.pop(session_id, None)
+            value = state.pop(session_id, None)
+            if value is not None:
+                await self.release_session_value(value)
 
     async def _close_session_endpoint(self, request: Request) -> Any:
         raw = await request.body()
@@ -137,7 +143,14 @@ class SimpleResourcesServer(BaseServer, AggregateMetricsHooks):
         return closed.model_dump() if isinstance(closed, BaseModel) else closed
 
     async def _release_reaped_session(self, session_id: str, value: Any) -> None:
+        await self.release_session_value(value)
         await self.close_session(session_id)
+
+    async def on_shutdown(self) -> None:
+        for state in self.session_states():
+            for session_id in list(state):
+                await self.close_session(session_id)
+        await super().on_shutdown()
 
 
 BaseResourcesServer = SimpleResourcesServer

@@ -20,7 +20,6 @@ from gym_compose.engine.compose import (
     ensure_volume,
     labelled_projects,
     require_compose,
-    supports_start_interval,
 )
 from gym_compose.engine.target import DeployedStack, ServiceState
 from gym_compose.errors import UserError
@@ -56,7 +55,7 @@ def render_options() -> RenderOptions:
     """What the engine at hand supports (asked once the config and the plan are known to be good)."""
     from gym_compose.engine.sandboxes import docker_socket
 
-    return RenderOptions(healthcheck_start_interval=supports_start_interval(), docker_socket=docker_socket())
+    return RenderOptions(docker_socket=docker_socket())
 
 
 def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None,

@@ -128,17 +128,8 @@ class PythonSandboxServer(SimpleResourcesServer):
         return PythonSandboxVerifyResponse(**body.model_dump(), answered=answered,
                                            reward=float(same_answer(answered, body.expected_answer)))
 
-    async def close_session(self, session_id: Optional[str]) -> None:
-        await self._give_back(self.session_state.pop(session_id, None))
-        await super().close_session(session_id)
-
-    async def _release_reaped_session(self, session_id: str, value: Any) -> None:
+    async def release_session_value(self, value: Any) -> None:
         await self._give_back(value)
-
-    async def on_shutdown(self) -> None:
-        for session_id in list(self.session_state):
-            await self._give_back(self.session_state.pop(session_id, None))
-        await super().on_shutdown()
 
     @staticmethod
     async def _give_back(lease: Optional[Lease]) -> None:

@@ -135,11 +135,12 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
              "++peer_request_timeout_seconds=4"]
     up = gym_compose("up", "-d", *stack, cwd=tmp_path)
     assert up.returncode == 0, up.stderr
-    total = 300
+    total = 1200  # enough that each run is still going when its server is killed (~300 rollouts/s here)
     no_serve = ["eval", "run", "--no-serve", *stack]
     collect = [*no_serve, "--input", str(rows_file(tmp_path, total)), "--run-name", "main",
                "--num-samples-in-parallel", "8"]
-    few = [*no_serve, "--input", str(rows_file(tmp_path / "few", 100)), "--run-name", "paused"]
+    paused_rows = 200  # enough that the run is still going when the model is paused
+    few = [*no_serve, "--input", str(rows_file(tmp_path / "few", paused_rows)), "--run-name", "paused"]
     results = tmp_path / "results"
 
     for number, (service, instance) in enumerate(SERVERS.items()):
@@ -167,7 +168,6 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
         wait_for(lambda: healthy(container(project, service)), f"{service} to be healthy again")
 
     # the model paused mid-run: its rollouts time out naming the model, and a resume finishes them
-    paused_rows = 100
     cli = start_cli(*few, "--num-samples-in-parallel", "25", cwd=tmp_path)
     try:
         wait_for(lambda: any(complete_lines(p) >= 20 for p in results.glob("paused-*/rollouts.jsonl")),

@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gym_compose.contract import HEALTHCHECK_SCRIPT
 from gym_compose.errors import UserError
 from gym_compose.plan import HEAD_SERVICE, SECRET_PREFIX, StackOptions, plan_stack, service_name
-from gym_compose.render import CollectorRun, RenderOptions, compose_model, write_project
+from gym_compose.render import CollectorRun, compose_model, write_project
 
 
 def weather_config(api_key: str = "sk-very-secret") -> dict:
@@ -122,12 +123,14 @@ def test_rendered_services_have_safe_defaults_healthchecks_and_readiness_order(r
     assert "ports" not in services["weather"]
 
 
-def test_engines_with_start_interval_get_a_long_steady_interval(roots):
+def test_the_healthcheck_starts_no_interpreter_and_checks_often_only_until_healthy(roots):
     stack = plan_stack(weather_config(), roots)
-    old = compose_model(stack, IMAGES)["services"]["weather"]["healthcheck"]
-    new = compose_model(stack, IMAGES, options=RenderOptions(healthcheck_start_interval=True))["services"]["weather"]["healthcheck"]
-    assert "start_interval" not in old and old["interval"] == "2s"
-    assert new["start_interval"] == "1s" and new["interval"] == "30s"
+    check = compose_model(stack, IMAGES)["services"]["weather"]["healthcheck"]
+    assert check["test"][:3] == ["CMD", "/bin/bash", HEALTHCHECK_SCRIPT] and "start_interval" not in check
+    assert check["interval"] == "500ms"  # the first check comes early and waits for readiness
+    steady, wait = (int(check["test"][check["test"].index(flag) + 1]) for flag in ("--steady", "--wait"))
+    assert steady >= 20  # later checks sleep first: one per ~30 s once healthy
+    assert steady + wait + 5 <= int(check["timeout"].removesuffix("s"))  # and finish within the timeout
 
 
 def test_docker_block_overrides_limits_and_publishes(roots):

@@ -248,18 +248,8 @@ class SWEVerifier(SimpleResourcesServer):
         assert evaluation is not None  # attempts >= 1
         return evaluation, start_s, verify_s
 
-    async def close_session(self, session_id: Optional[str]) -> None:
-        if session_id is not None:
-            await self._give_back(self.session_state.pop(session_id, None))
-        await super().close_session(session_id)
-
-    async def _release_reaped_session(self, session_id: str, value: Any) -> None:
+    async def release_session_value(self, value: Any) -> None:
         await self._give_back(value)
-
-    async def on_shutdown(self) -> None:
-        for session_id in list(self.session_state):
-            await self._give_back(self.session_state.pop(session_id, None))
-        await super().on_shutdown()
 
 
 def _smaller(first: Optional[float], second: Optional[float]) -> Optional[float]:
