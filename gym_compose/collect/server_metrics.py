@@ -10,11 +10,11 @@ pass@1[avg-of-k] and majority@k of the reward are added (docs/collect.md).
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from gym_compose.collect.aggregate import compute_aggregate_metrics
 from gym_compose.collect.metrics import pass_at_k_metrics
@@ -43,7 +43,7 @@ def stripped(result: dict[str, Any]) -> dict[str, Any]:
 def aggregate_through_servers(results: list[dict[str, Any]], rows: list[dict[str, Any]], routing: RoutingTable,
                               repeated: bool, post: Post | None = None) -> list[dict[str, Any]]:
     """One entry per environment server, in order of its first rollout."""
-    post = post or post_with_httpx
+    post = post or post_json
     server_of = {rollout_key(row): routing.server_for_row(row, "materialized row") for row in rows}
     groups: dict[str, list[dict[str, Any]]] = {}
     servers: dict[str, EnvironmentServer] = {}
@@ -72,7 +72,7 @@ def _ask(server: EnvironmentServer, verify_responses: list[dict[str, Any]], post
     body = {"verify_responses": verify_responses}
     try:
         status, answer = post(server.base_url + AGGREGATE_METRICS_PATH, body)
-    except (httpx.HTTPError, ValueError) as error:
+    except (OSError, TimeoutError, ValueError) as error:  # PeerConnectError, PeerTimeout among them
         status, answer = None, f"{type(error).__name__}: {error}"
     if status == 200 and isinstance(answer, dict):
         return answer
@@ -91,10 +91,21 @@ def _label(server: EnvironmentServer, group: list[dict[str, Any]]) -> str:
     return server.agents[0] if len(server.agents) == 1 else server.instance
 
 
-def post_with_httpx(url: str, body: dict[str, Any]) -> tuple[int, Any]:
-    with httpx.Client(timeout=httpx.Timeout(600.0, connect=30.0), trust_env=False) as client:
-        answer = client.post(url, json=body)
-    try:
-        return answer.status_code, answer.json()
-    except ValueError:
-        return answer.status_code, answer.text
+def post_json(url: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """POST `body` with the servers' own HTTP client (the collector's); (status, decoded JSON or text)."""
+    from gym_compose.server.http_client import HttpClient
+
+    parts = urlsplit(url)
+
+    async def post() -> tuple[int, Any]:
+        client = HttpClient(timeout=600.0, connect_timeout=30.0)
+        try:
+            answer = await client.request("POST", parts.hostname or "", parts.port or 80, parts.path, json=body)
+        finally:
+            await client.aclose()
+        try:
+            return answer.status, answer.json()
+        except ValueError:
+            return answer.status, answer.body.decode("utf-8", "replace")
+
+    return asyncio.run(post())

@@ -76,9 +76,10 @@ class GymnasiumServer(SimpleResourcesServer):
                 "truncated": bool(truncated), "info": info or {}}
 
     async def close_session(self, session_id: Optional[str]) -> None:
-        """Ends a session: `_cleanup_session` (NeMo Gym's hook, override it for state of your own), then the rest."""
-        self._cleanup_session(session_id)
+        """Ends a session: the state dicts (values given to `release_session_value`), then NeMo Gym's
+        `_cleanup_session` hook (override it for state of your own)."""
         await super().close_session(session_id)
+        self._cleanup_session(session_id)
 
     def _cleanup_session(self, session_id: Optional[str]) -> None:
         """Release state owned by a session. Safe to call repeatedly."""
