@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from gym_compose.config import ConfigRequest, discover, load, redact, search_roots
+from gym_compose.config import ConfigRequest, discover, load, redact_for_display, search_roots
 from gym_compose.config.search import SELECTOR_FLAGS
 
 
@@ -20,7 +20,7 @@ def resolve_command(request: ConfigRequest, cwd: Path | None = None) -> None:
     """The merged config as YAML on stdout (secrets as '****'); everything else on stderr."""
     loaded = load(request, cwd=cwd)
     print_warnings(loaded.warnings)
-    sys.stdout.write(yaml.safe_dump(redact(loaded.data), sort_keys=False, allow_unicode=True))
+    sys.stdout.write(yaml.safe_dump(redact_for_display(loaded.data), sort_keys=False, allow_unicode=True))
 
 
 def list_command(search_dirs: list[Path], cwd: Path | None = None) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import find_implementation_dir, instances
+from gym_compose.config.instances import without_entrypoint
 from gym_compose.config.redact import is_secret_key
 from gym_compose.contract import (
     ENGINE_ROLE,
@@ -103,9 +104,13 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                             hint=f"e.g. ++{key}=120")
     found = instances(data)
     if not found:
+        data_blocks = [f"{b.name}.{b.server_type}.{b.implementation}" for b in without_entrypoint(data)]
         raise UserError(
-            "the config defines no server instances",
-            hint="select some, e.g. --resources-server example_single_tool_call, or --benchmark NAME",
+            "No server instances are configured, so there is nothing to run"  # NeMo Gym's words
+            + (f" ({', '.join(data_blocks)}: a server type but no 'entrypoint', so config data, not a server)"
+               if data_blocks else ""),
+            hint="select some, e.g. --resources-server example_single_tool_call, or --benchmark NAME; an overlay "
+                 "goes after the config it changes (--config base.yaml --config overlay.yaml)",
         )
     services: list[Service] = []
     taken: dict[str, str] = {}

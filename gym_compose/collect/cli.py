@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from gym_compose.collect.agent_map import agent_map_from
 from gym_compose.collect.collector import collect
 from gym_compose.collect.options import CollectOptions
 from gym_compose.contract import CONFIG_DICT_ENV
@@ -79,6 +80,7 @@ def options_from(args: argparse.Namespace, config: dict[str, Any]) -> CollectOpt
         max_output_tokens=args.max_output_tokens,
         prompt_config_path=args.prompt_config,
         agent_name=args.agent,
+        agent_map=agent_map_from(config, args.agent),
         request_timeout_s=_positive_number("--request-timeout", args.request_timeout),
         host_lease=args.host_lease,
     )

@@ -21,7 +21,6 @@ from gym_compose.collect.jsonl import (
 )
 from gym_compose.collect.lease import RunStop, watch_lease
 from gym_compose.collect.lock import RunFolderLock
-from gym_compose.collect.metrics import aggregate_metrics
 from gym_compose.collect.options import CollectOptions, CollectResult
 from gym_compose.collect.progress import ProgressTracker
 from gym_compose.collect.prompt import load_prompt_config
@@ -34,6 +33,7 @@ from gym_compose.collect.rows import (
     rollout_key,
     sortable_rollout_key,
 )
+from gym_compose.collect.server_metrics import aggregate_through_servers
 from gym_compose.errors import UserError
 from gym_compose.server.http_client import HttpClient
 
@@ -96,7 +96,7 @@ def _collect(routing: RoutingTable, options: CollectOptions, progress: ProgressC
     if not options.disable_aggregation:
         # a rollout counts once, whatever a file that was written twice holds
         finished = first_of_each_rollout(iter_output_rows(paths.rollouts))
-        metrics = aggregate_metrics(finished, rows, repeated=options.num_repeats > 1)
+        metrics = aggregate_through_servers(finished, rows, routing, repeated=options.num_repeats > 1)
         write_atomically(paths.aggregate_metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
     results.sort(key=sortable_rollout_key)
     return CollectResult(total=len(rows), succeeded=tracker.done, failed=len(rows) - tracker.done,

@@ -165,7 +165,7 @@ def aggregate_metrics(
                 "agent_metrics": agent_metrics,
                 "key_metrics": {k: v for k, v in agent_metrics.items() if k.startswith("mean/")},
                 "group_level_metrics": [
-                    _group_metrics(agent, task, by_task[task], expected[(agent, task)])
+                    group_metrics(agent, task, by_task[task], expected[(agent, task)])
                     for task in sorted(by_task, key=sortable)
                 ],
             }
@@ -173,7 +173,7 @@ def aggregate_metrics(
     return entries
 
 
-def _group_metrics(agent: str, task: Any, results: list[dict[str, Any]], expected: int) -> dict[str, Any]:
+def group_metrics(agent: str, task: Any, results: list[dict[str, Any]], expected: int) -> dict[str, Any]:
     group: dict[str, Any] = {TASK_INDEX: task}
     group.update(describe([numeric_fields(r) for r in results]))
     expected = max(expected, len(results))

@@ -27,7 +27,8 @@ class CollectOptions:
     top_p: float | None = None
     max_output_tokens: int | None = None
     prompt_config_path: Path | None = None
-    agent_name: str | None = None
+    agent_name: str | None = None  # --agent: agent_map._default
+    agent_map: dict[str, str] | None = None  # the effective map (collect/agent_map.py); None: only agent_name
     request_timeout_s: float = 3600.0
     max_attempts: int = MAX_ATTEMPTS
     host_lease: bool = False  # stdin is the host's lease (see collect/lease.py)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gym_compose.collect.agent_map import DEFAULT_KEY, route, warn_overridden
 from gym_compose.collect.options import CollectOptions
 from gym_compose.collect.prompt import PromptConfig, apply_prompt
 from gym_compose.collect.routing import RoutingTable, agent_name_of, taskset_of
@@ -73,13 +74,16 @@ def materialize_rows(
     task_index_of_line: dict[str, int] = {}
     next_rollout_index: Counter = Counter()
     rollouts: list[dict[str, Any]] = []
+    routes = options.agent_map if options.agent_map is not None else (
+        {DEFAULT_KEY: options.agent_name} if options.agent_name is not None else {})
+    overridden: set[tuple[str, str]] = set()
     for line_no, text, row in input_rows:
         where = f"{input_path}, line {line_no}"
         is_taskset_row = taskset_of(row) is not None
         if prompt is not None and not is_taskset_row:
             row = apply_prompt(prompt, row, where)
-        if options.agent_name is not None and not is_taskset_row:
-            row = {**row, "agent_ref": {"name": options.agent_name}}
+        if not is_taskset_row:
+            row = route(row, routes, overridden)
         if is_taskset_row:
             if overrides:
                 raise UserError(
@@ -106,4 +110,5 @@ def materialize_rows(
             rollout[ROLLOUT_INDEX] = next_rollout_index[row[TASK_INDEX]]
             next_rollout_index[row[TASK_INDEX]] += 1
             rollouts.append(rollout)
+    warn_overridden(overridden)
     return rollouts

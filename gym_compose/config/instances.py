@@ -7,6 +7,8 @@ from typing import Any
 
 from gym_compose.config.constants import RESERVED_KEYS, SERVER_TYPES
 
+ENTRYPOINT = "entrypoint"
+
 
 @dataclass(frozen=True)
 class ServerInstance:
@@ -21,7 +23,19 @@ def is_instance(key: str, value: Any) -> bool:
 
 
 def instances(data: dict[str, Any]) -> list[ServerInstance]:
-    """Every server instance of a validated merged config (the head is not one), in config order."""
+    """Every server instance of a validated merged config (the head is not one), in config order.
+
+    As in NeMo Gym, a block without an `entrypoint` key is config data, not a server (`without_entrypoint`).
+    """
+    return [block for block in server_blocks(data) if ENTRYPOINT in block.spec]
+
+
+def without_entrypoint(data: dict[str, Any]) -> list[ServerInstance]:
+    """Blocks shaped like a server but with no `entrypoint` key: overlays, or servers missing a line."""
+    return [block for block in server_blocks(data) if ENTRYPOINT not in block.spec]
+
+
+def server_blocks(data: dict[str, Any]) -> list[ServerInstance]:
     found: list[ServerInstance] = []
     for name, value in data.items():
         if not is_instance(name, value):

@@ -28,6 +28,18 @@ def _fronted_agents(data: dict[str, Any]) -> set[str]:
     return fronted
 
 
+def legacy_environment_server_name(agent_name: str, agent_type: str) -> str:
+    """NeMo Gym 0.7's name for an agent's generated environment server.
+
+    Strip `_<agent type>` (or the type itself), else a trailing `_agent`, then append
+    `_environment_server`: `workplace_assistant_simple_agent` -> `workplace_assistant_environment_server`.
+    """
+    stem = agent_name.removesuffix(f"_{agent_type}").removesuffix(agent_type).rstrip("_")
+    if stem == agent_name:
+        stem = agent_name.removesuffix("_agent").rstrip("_")
+    return f"{stem or agent_type}{SUFFIX}"
+
+
 def legacy_environment_server(agent_name: str) -> dict[str, Any]:
     return {
         ENVIRONMENT_SERVERS: {
@@ -39,10 +51,10 @@ def legacy_environment_server(agent_name: str) -> dict[str, Any]:
 def add_legacy_environment_servers(data: dict[str, Any]) -> list[str]:
     """Add one generated environment server per unfronted agent, in place; return the warnings."""
     fronted = _fronted_agents(data)
-    unfronted = [
-        i.name for i in instances(data)
+    unfronted = {
+        i.name: i.implementation for i in instances(data)
         if i.server_type == AGENTS and i.name not in fronted and i.spec.get("entrypoint") is not None
-    ]
+    }
     if not unfronted:
         return []
     if data.get(ERROR_SWITCH):
@@ -53,8 +65,11 @@ def add_legacy_environment_servers(data: dict[str, Any]) -> list[str]:
             f"legacy_agent), or unset {ERROR_SWITCH} to have one generated",
         )
     generated: dict[str, str] = {}
-    for agent in unfronted:
-        name = agent + SUFFIX
+    for agent, agent_type in unfronted.items():
+        # as NeMo Gym: a taken name falls back to `<agent>_environment_server`, suffixed until free
+        name = legacy_environment_server_name(agent, agent_type)
+        if name in data or name in generated.values():
+            name = agent + SUFFIX
         while name in data:
             name += SUFFIX
         data[name] = legacy_environment_server(agent)

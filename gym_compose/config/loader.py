@@ -16,7 +16,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gym_compose.config.constants import MODELS, RESERVED_KEYS
+from gym_compose.config.constants import MODELS, RESERVED_KEYS, SERVER_TYPES
 from gym_compose.config.directives import apply_directives
 from gym_compose.config.finalize import raise_on_missing, to_plain
 from gym_compose.config.includes import ConfigEntry, LoadedFile, load_includes
@@ -31,6 +31,7 @@ from gym_compose.errors import UserError
 ENV_FILE = "env.yaml"
 COMMAND_LINE = "the command line"
 DEFAULT_MODEL_TYPE = "mock_model"
+DEFAULT_POLICY_MODEL = "policy_model"  # the instance the default model config defines
 ENDPOINT_MODEL_TYPE = "openai_model"  # what --model-url means when no model type is selected
 MOCK_MODEL_NOTICE = (
     "notice: no model selected, so the built-in mock model serves policy_model; for a real one pass "
@@ -70,7 +71,7 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
                         + ", ".join(sorted(set(included.duplicates))))
 
     sources = [f.config for f in files] + ([env_config] if env_config else [])
-    if not request.model_types and not _defines_a_model(sources):
+    if not request.model_types and _needs_a_default_policy_model(sources, bool(request.model_url)):
         model_type = ENDPOINT_MODEL_TYPE if request.model_url else DEFAULT_MODEL_TYPE
         default = find_selector_file("model_type", model_type, roots)
         files = list(load_includes([ConfigEntry(str(default.path), default.root)], roots).files_in_merge_order) + files
@@ -149,14 +150,47 @@ def _top_entries(request: ConfigRequest, roots: list[Path], cwd: Path, override_
     return entries
 
 
-def _defines_a_model(configs: list[DictConfig]) -> bool:
+def _needs_a_default_policy_model(configs: list[DictConfig], model_url_given: bool) -> bool:
+    """No `policy_model` is defined, and something needs one.
+
+    Needed: a server refers to `policy_model`, or no model is defined at all while there are
+    servers (or no config at all, or --model-url names an endpoint). A judge model or another
+    model beside it does not stand in for the policy; an overlay alone (no `entrypoint` anywhere)
+    needs nothing.
+    """
+    plain = [OmegaConf.to_container(config, resolve=False) for config in configs]
+    models = [key for config in plain if isinstance(config, dict) for key, value in config.items()
+              if key not in RESERVED_KEYS and isinstance(value, dict) and MODELS in value]
+    if DEFAULT_POLICY_MODEL in models:
+        return False
+    if any(_refers_to_policy_model(config) for config in plain):
+        return True
+    return not models and (model_url_given or not configs or _defines_a_server(configs))
+
+
+def _refers_to_policy_model(node: Any) -> bool:
+    """A `{type: responses_api_models, name: policy_model}` reference anywhere in a plain config."""
+    if isinstance(node, dict):
+        if node.get("name") == DEFAULT_POLICY_MODEL and node.get("type") == MODELS:
+            return True
+        return any(_refers_to_policy_model(value) for value in node.values())
+    if isinstance(node, list):
+        return any(_refers_to_policy_model(item) for item in node)
+    return False
+
+
+def _defines_a_server(configs: list[DictConfig]) -> bool:
+    """Whether any source has a block with an `entrypoint`: an overlay alone needs no default model."""
     for config in configs:
         for key in config.keys():
-            if key in RESERVED_KEYS:
-                continue
             value = config._get_node(key)
-            if isinstance(value, DictConfig) and MODELS in value:
-                return True
+            if key in RESERVED_KEYS or not isinstance(value, DictConfig):
+                continue
+            for server_type in SERVER_TYPES:
+                implementations = value.get(server_type)
+                if isinstance(implementations, DictConfig) and any(
+                        isinstance(spec, DictConfig) and "entrypoint" in spec for spec in implementations.values()):
+                    return True
     return False
 
 

@@ -32,3 +32,31 @@ def _redact_value(value: Any, secret: bool) -> Any:
     if secret and value is not None and not isinstance(value, bool):
         return MASK
     return value
+
+
+def nemo_gym_masks(key: Any) -> bool:
+    """NeMo Gym 0.7's rule for its printed config (`gym env resolve`): a key containing
+    `token`, `key` or `header` (as written, any case-sensitive substring: `max_output_tokens` too)."""
+    key = str(key)
+    return "token" in key or "key" in key or "header" in key
+
+
+def redact_for_display(data: dict[str, Any]) -> dict[str, Any]:
+    """What `resolve` prints: NeMo Gym's masking (every leaf under a key it masks becomes '****',
+    a list there a list of '****') on top of `redact` (secret and password keys too)."""
+    return _mask_like_nemo_gym(redact(data))
+
+
+def _mask_like_nemo_gym(node: Any) -> Any:
+    if isinstance(node, dict):
+        masked = {}
+        for key, value in node.items():
+            if isinstance(value, dict):
+                masked[key] = _mask_like_nemo_gym(value)
+            elif isinstance(value, list):
+                masked[key] = [MASK] * len(value) if nemo_gym_masks(key) else [
+                    _mask_like_nemo_gym(item) if isinstance(item, dict) else item for item in value]
+            else:
+                masked[key] = MASK if nemo_gym_masks(key) else value
+        return masked
+    return node

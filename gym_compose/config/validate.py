@@ -13,7 +13,7 @@ from gym_compose.config.constants import (
     RESOURCES_SERVERS,
     SERVER_TYPES,
 )
-from gym_compose.config.instances import ServerInstance, instances
+from gym_compose.config.instances import ServerInstance, instances, without_entrypoint
 from gym_compose.config.suggest import close_matches, did_you_mean
 from gym_compose.errors import UserError
 
@@ -29,6 +29,7 @@ def validate(data: dict[str, Any], origins: dict[str, str]) -> list[str]:
         elif close_matches(name, RESERVED_KEYS):
             warnings.append(f"top-level key {name!r}{_from(name, origins)} is not a known setting"
                             f"{did_you_mean(name, RESERVED_KEYS)}")
+    warnings += _check_blocks_without_entrypoint(data, origins)
     found = instances(data)
     by_name = {i.name: i for i in found}
     for instance in found:
@@ -37,6 +38,24 @@ def validate(data: dict[str, Any], origins: dict[str, str]) -> list[str]:
         _check_references(instance, by_name, where)
         _check_datasets(instance, where)
     return warnings
+
+
+def _check_blocks_without_entrypoint(data: dict[str, Any], origins: dict[str, str]) -> list[str]:
+    """NeMo Gym treats a server-shaped block without `entrypoint` as data; so does this, with a note.
+
+    A misspelt `entrypoint` is an error. (A config with no server at all fails when a stack is
+    planned, with NeMo Gym's "No server instances are configured" error.)
+    """
+    blocks = without_entrypoint(data)
+    for block in blocks:
+        misspelt = did_you_mean("entrypoint", [str(k) for k in block.spec])
+        if misspelt:
+            path = f"{block.name}.{block.server_type}.{block.implementation}"
+            raise UserError(f"{path}{_from(block.name, origins)}: missing 'entrypoint'{misspelt}",
+                            hint=f"add entrypoint: app.py (or ++{path}.entrypoint=app.py)")
+    return [f"note: {block.name}.{block.server_type}.{block.implementation}{_from(block.name, origins)}: a server "
+            "type but no 'entrypoint', so not a server (NeMo Gym treats such a block as config data); add "
+            "entrypoint: app.py to run it" for block in blocks]
 
 
 def _from(name: str, origins: dict[str, str]) -> str:

@@ -31,6 +31,7 @@ class BaseServerConfig(BaseModel):
     host: str = "127.0.0.1"
     port: int = 0
     entrypoint: Optional[str] = None
+    num_workers: Optional[int] = None  # NeMo Gym's worker processes; accepted, one process serves here
 
 
 class BaseServer(BaseModel):

@@ -9,8 +9,8 @@ from typing import Any, Optional
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from gym_compose.server.protocol import FunctionCall, Response, ResponseCreateParams
-from gym_compose.server.resources import SimpleResourcesServer
+from gym_compose.server.protocol import FunctionCall, Response, ResponseCreateParams, output_text_of
+from gym_compose.server.resources import SimpleResourcesServer, add_aggregate_metrics_route
 from gym_compose.server.sessions import SESSION_ID_KEY
 from gym_compose.server.web import JSONResponse
 
@@ -41,19 +41,7 @@ class EnvStepResponse(BaseModel):
 
 def extract_text(response: Response) -> str:
     """All assistant text of a response, concatenated."""
-    parts = []
-    for item in response.output:
-        if item.type != "message":
-            continue
-        if isinstance(item.content, str):
-            parts.append(item.content)
-            continue
-        for part in item.content:
-            text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
-            kind = part.get("type") if isinstance(part, dict) else getattr(part, "type", None)
-            if kind == "output_text" and text is not None:
-                parts.append(text)
-    return "".join(parts)
+    return output_text_of(response.output)
 
 
 class GymnasiumServer(SimpleResourcesServer):
@@ -71,6 +59,7 @@ class GymnasiumServer(SimpleResourcesServer):
         app.post("/reset")(self._reset_endpoint)
         app.post("/step")(self._step_endpoint)
         app.post("/close_session")(self._close_session_endpoint)
+        add_aggregate_metrics_route(app, self)
         return app
 
     async def _reset_endpoint(self, body: EnvResetRequest, request: Request) -> dict:
@@ -85,6 +74,16 @@ class GymnasiumServer(SimpleResourcesServer):
             await self.close_session(session_id)
         return {"observation": observation, "reward": float(reward), "terminated": bool(terminated),
                 "truncated": bool(truncated), "info": info or {}}
+
+    async def close_session(self, session_id: Optional[str]) -> None:
+        """Ends a session: the state dicts (values given to `release_session_value`), then NeMo Gym's
+        `_cleanup_session` hook (override it for state of your own)."""
+        await super().close_session(session_id)
+        self._cleanup_session(session_id)
+
+    def _cleanup_session(self, session_id: Optional[str]) -> None:
+        """Release state owned by a session. Safe to call repeatedly."""
+        self.session_state.pop(session_id, None)  # type: ignore[arg-type]
 
     async def reset(self, metadata: dict, session_id: Optional[str] = None) -> tuple[Optional[str], dict]:
         return None, {}

@@ -24,6 +24,8 @@ def server_instances(config: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             implementation, spec = next(iter(implementations.items()))
             spec = spec or {}
+            if "entrypoint" not in spec:
+                continue  # config data shaped like a server, as NeMo Gym reads it
             host, port = spec.get("host"), spec.get("port")
             instances.append({
                 **{key: value for key, value in spec.items() if key not in ("host", "port")},

@@ -14,6 +14,15 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
+    def to_dict(self, *, mode: Literal["json", "python"] = "python", exclude_unset: bool = True,
+                exclude_none: bool = False) -> dict[str, Any]:
+        """The OpenAI SDK's `to_dict()` (its defaults: only the fields that were set)."""
+        return self.model_dump(mode=mode, exclude_unset=exclude_unset, exclude_none=exclude_none)
+
+    def to_json(self, *, indent: Optional[int] = 2, exclude_unset: bool = True, exclude_none: bool = False) -> str:
+        """The OpenAI SDK's `to_json()`."""
+        return self.model_dump_json(indent=indent, exclude_unset=exclude_unset, exclude_none=exclude_none)
+
 
 class OutputText(_Open):
     text: str
@@ -158,6 +167,32 @@ class Response(_Open):
     incomplete_details: Optional[dict[str, Any]] = None
     metadata: Optional[dict[str, Any]] = None
     status: Optional[str] = None
+
+    @property
+    def output_text(self) -> str:
+        """The OpenAI SDK's convenience: the text of every `output_text` part of the output messages, joined."""
+        return output_text_of(self.output)
+
+
+def output_text_of(output: list[Any]) -> str:
+    """All assistant text in output items (models or dicts): `output_text` parts, or a message's plain string."""
+    parts = []
+    for item in output:
+        if _field(item, "type") != "message":
+            continue
+        content = _field(item, "content")
+        if isinstance(content, str):
+            parts.append(content)
+            continue
+        for part in content or []:
+            text = _field(part, "text")
+            if _field(part, "type") == "output_text" and text is not None:
+                parts.append(text)
+    return "".join(parts)
+
+
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
 
 
 def add_usage(total: Optional[dict], turn: Optional[dict]) -> Optional[dict]:

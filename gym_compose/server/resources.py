@@ -1,20 +1,37 @@
-"""Resources servers, seed/verify protocol: `/seed_session`, tool routes, `/verify`, `/close_session`."""
+"""Resources servers, seed/verify protocol: `/seed_session`, tool routes, `/verify`, `/close_session`,
+and `/aggregate_metrics` (gym_compose.server.aggregation)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from enum import Enum
+from typing import Any, ClassVar, Optional
 
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gym_compose.server.aggregation import (
+    AGGREGATE_METRICS_PATH,
+    AggregateMetricsHooks,
+    AggregateMetricsRequest,
+)
 from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.protocol import Response, ResponseCreateParams
 from gym_compose.server.sessions import SESSION_ID_KEY
 from gym_compose.server.web import JSONResponse, read_json_object
 
 
+class ReverifyMode(str, Enum):
+    """How `gym eval reverify` may re-score this server's rollouts (NeMo Gym 0.7)."""
+
+    STATELESS = "stateless"
+    UNSUPPORTED = "unsupported"
+    UNKNOWN = "unknown"
+
+
 class BaseResourcesServerConfig(BaseServerConfig):
     domain: Optional[str] = None
+    expose_tools_over_mcp: bool = False
+    REVERIFY_MODE: ClassVar[ReverifyMode] = ReverifyMode.UNKNOWN
 
 
 class BaseRunRequest(BaseModel):
@@ -67,8 +84,11 @@ class ResourcesCloseSessionResponse(BaseModel):
     resources_session_id: str
 
 
-class SimpleResourcesServer(BaseServer):
+class SimpleResourcesServer(BaseServer, AggregateMetricsHooks):
     """Subclass it, add tool routes in `setup_webserver()`, implement `verify()`.
+
+    Override `compute_metrics(tasks)` / `get_key_metrics(agent_metrics)` (or `aggregate_metrics`
+    whole) to shape what `/aggregate_metrics` answers, as under NeMo Gym.
 
     Per-session state goes in a dict attribute keyed by `request.session[SESSION_ID_KEY]`; a
     `session_state` dict is reaped after `session_idle_timeout_seconds` of idleness and emptied
@@ -83,10 +103,14 @@ class SimpleResourcesServer(BaseServer):
         app.post("/seed_session")(self.seed_session)
         app.post("/verify")(self.verify)
         app.post("/close_session")(self._close_session_endpoint)
+        add_aggregate_metrics_route(app, self)
         return app
 
     async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
         return BaseSeedSessionResponse()
+
+    async def get_reverify_mode(self) -> ReverifyMode:
+        return type(self.config).REVERIFY_MODE
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")
@@ -130,3 +154,14 @@ class SimpleResourcesServer(BaseServer):
 
 
 BaseResourcesServer = SimpleResourcesServer
+
+
+def add_aggregate_metrics_route(app: FastAPI, server: AggregateMetricsHooks) -> None:
+    """`POST /aggregate_metrics` -> `server.aggregate_metrics(body)`; a malformed body is a 422."""
+
+    async def aggregate_metrics_endpoint(body: AggregateMetricsRequest) -> Any:
+        answer = await server.aggregate_metrics(body)
+        return answer.model_dump() if isinstance(answer, BaseModel) else answer
+
+    app.post(AGGREGATE_METRICS_PATH)(aggregate_metrics_endpoint)
+

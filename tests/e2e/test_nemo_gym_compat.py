@@ -1,15 +1,19 @@
-"""The compatibility contract: NeMo Gym 0.7's own configs and resources servers, unchanged.
+"""The compatibility contract: NeMo Gym 0.7's own configs, resources servers and collector, unchanged.
 
 The released nemo-gym wheel is downloaded from PyPI once (cached under ~/.cache/gym-compose) and
 used as a --search-dir, the way a user points gym-compose at a NeMo Gym checkout. Its own
 resources servers (app.py importing nemo_gym.*) run in containers against gym-compose's
-built-in agents and mock model, on NeMo Gym's recorded fixture rows.
+built-in agents and mock model, on NeMo Gym's recorded fixture rows. NeMo Gym's own collector
+(`gym eval run --no-serve`, installed from PyPI into a Python 3.13 venv that the fixture builds
+once and caches) collects from a gym-compose stack through the head's host view.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_stack import free_port, gym_compose, labelled
+from tests.e2e.test_stack import REPO, free_port, gym_compose, labelled
 from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
@@ -42,6 +46,42 @@ def nemo_gym_checkout() -> Path:
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(unpacked)
     return unpacked
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gym-compose"
+
+
+def python_3_13() -> Path | None:
+    """NeMo Gym 0.7 needs Python 3.13: GYM_COMPOSE_PYTHON313, else pyenv's 3.13.x, else python3.13 on PATH."""
+    candidates = [os.environ.get("GYM_COMPOSE_PYTHON313", "")]
+    candidates += sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob("3.13*/bin/python3.13"))
+    candidates.append(shutil.which("python3.13") or "")
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+@pytest.fixture(scope="module")
+def nemo_gym_cli() -> Path:
+    """`gym` of nemo-gym 0.7.0 from PyPI, in a venv under the cache folder (built once: a few minutes)."""
+    venv = cache_root() / f"nemo-gym-{NEMO_GYM_VERSION}-venv"
+    gym, complete = venv / "bin" / "gym", venv / ".complete"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another session building the same venv: wait for it
+        if not complete.exists():
+            python = python_3_13()
+            if python is None:
+                pytest.skip("NeMo Gym 0.7 needs Python 3.13 (pyenv's 3.13.x, python3.13, or GYM_COMPOSE_PYTHON313)")
+            shutil.rmtree(venv, ignore_errors=True)  # a half-built venv from an interrupted run
+            subprocess.run([str(python), "-m", "venv", str(venv)], check=True, timeout=300)
+            # nemo-gym 0.7.0 declares Requires-Python >=3.13.14; a 3.13.0 interpreter runs it
+            install = subprocess.run(
+                [str(venv / "bin" / "pip"), "install", "--quiet", "--ignore-requires-python",
+                 f"nemo-gym=={NEMO_GYM_VERSION}"], capture_output=True, text=True, timeout=1200)
+            assert install.returncode == 0, f"pip install nemo-gym=={NEMO_GYM_VERSION} failed:\n{install.stderr[-4000:]}"
+            complete.touch()
+    assert gym.is_file(), f"{venv} holds no gym command; delete it to rebuild"
+    return gym
 
 
 @pytest.fixture
@@ -80,3 +120,33 @@ def test_nemo_gym_blackjack_environment_runs_to_a_terminal_state(nemo_gym_checko
     for rollout in rollouts:
         assert rollout["reward"] in (-1.0, 0.0, 1.0)
         assert rollout["terminated"] or rollout["truncated"]
+
+
+@pytest.mark.timeout(2400)  # the first run builds NeMo Gym's venv (pip: minutes on a loaded 2-core machine)
+def test_nemo_gyms_own_collector_collects_from_the_head_host_view_and_writes_every_file(
+        nemo_gym_cli, project, tmp_path):
+    head_port = free_port()
+    up = gym_compose("up", "-d", "--publish", "-p", project, "--head-port", str(head_port),
+                     "--benchmark", "example_single_tool_call", cwd=tmp_path)
+    assert up.returncode == 0, up.stderr[-4000:]
+    rows = REPO / "benchmarks" / "example_single_tool_call" / "data" / "example_single_tool_call_benchmark.jsonl"
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+           "PATH": f"{nemo_gym_cli.parent}:{os.environ.get('PATH', '')}"}
+    ran = subprocess.run(
+        [str(nemo_gym_cli), "eval", "run", "--no-serve", "--agent", "example_single_tool_call_benchmark_simple_agent",
+         "--input", str(rows), "--output", "results/rollouts.jsonl",
+         "+head_server.host=127.0.0.1", f"+head_server.port={head_port}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    output = ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert ran.returncode == 0, output
+    results = tmp_path / "results"
+    rollouts = [json.loads(line) for line in (results / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == len(rows.read_text().splitlines())
+    assert all(r["reward"] == 1.0 for r in rollouts)
+    assert (results / "rollouts_failures.jsonl").read_text() == ""
+    assert len((results / "rollouts_materialized_inputs.jsonl").read_text().splitlines()) == len(rollouts)
+    [entry] = json.loads((results / "rollouts_aggregate_metrics.json").read_text())
+    assert entry["agent_ref"] == {"name": "example_single_tool_call_benchmark_simple_agent"}
+    assert entry["_ng_environment_server"] == "example_single_tool_call_benchmark_environment_server"
+    assert entry["key_metrics"]["mean/reward"] == 1.0
+    assert [g["_ng_task_index"] for g in entry["group_level_metrics"]] == list(range(len(rollouts)))

@@ -137,3 +137,36 @@ def test_a_prompt_template_that_does_not_fit_the_row_names_the_template_and_the_
     raw = {"question": "2+2", "count": 3, "meta": {}, "agent_ref": {"name": "alpha"}, "responses_create_params": {}}
     with pytest.raises(UserError, match=expected):
         materialize(tmp_path, [raw], prompt=prompt)
+
+
+def materialize_with(config: dict, tmp_path: Path, rows: list, agent: str | None = None) -> list[dict]:
+    from gym_compose.collect.agent_map import agent_map_from
+
+    path = write(tmp_path, rows)
+    options = CollectOptions(input_path=path, output_dir=tmp_path, agent_name=agent,
+                             agent_map=agent_map_from(config, agent))
+    return materialize_rows(read_input_lines(path), path, options, routing_table_from_config(config))
+
+
+def test_agent_map_reroutes_by_row_agent_then_default_as_nemo_gym(tmp_path, capsys):
+    config = {**TWO_AGENTS, "env_c": env_server("gamma"), "agent_map": {"alpha": "beta", "_default": "gamma"}}
+    out = materialize_with(config, tmp_path, [row("a", "alpha"), row("b", "beta"), row("c"),
+                                              row("d", task_source="alpha")])
+    assert [r["agent_ref"]["name"] for r in out] == ["beta", "gamma", "gamma", "beta"]
+    assert "alpha -> beta" in capsys.readouterr().err  # a row's own agent overridden is listed
+
+
+def test_agent_flag_is_agent_map_default_and_conflicts_are_named(tmp_path):
+    config = {**TWO_AGENTS, "agent_map": {"alpha": "alpha"}}
+    out = materialize_with(config, tmp_path, [row("a", "alpha"), row("b", "beta")], agent="beta")
+    assert [r["agent_ref"]["name"] for r in out] == ["alpha", "beta"]  # the specific entry beats --agent
+    with pytest.raises(UserError, match="conflicts with agent_map._default 'alpha'"):
+        materialize_with({**TWO_AGENTS, "agent_map": {"_default": "alpha"}}, tmp_path, [row("a")], agent="beta")
+
+
+def test_legacy_agent_names_reach_the_renamed_instance(tmp_path):
+    config = {"env": env_server("hermes_reasoning_gym_agent"), "hermes_reasoning_gym_agent": {"responses_api_agents": {}}}
+    out = materialize_with(config, tmp_path, [row("a", "reasoning_gym_hermes_agent")], agent=None)
+    assert out[0]["agent_ref"] == {"name": "hermes_reasoning_gym_agent"}
+    out = materialize_with(config, tmp_path, [row("a")], agent="reasoning_gym_hermes_agent")
+    assert out[0]["agent_ref"] == {"name": "hermes_reasoning_gym_agent"}

@@ -85,3 +85,18 @@ def test_origins_name_the_source_that_last_set_each_key(tmp_path):
     assert loaded.origins["one"] == str(tmp_path / "a.yaml")
     assert loaded.origins["two"] == str(tmp_path / "env.yaml")
     assert loaded.origins["three"] == "the command line"
+
+
+def test_resolve_masks_what_nemo_gym_masks_in_its_printed_config_and_secrets_and_passwords():
+    from gym_compose.config import redact_for_display
+
+    config = {"policy_api_key": "sk-1", "m": {"responses_api_models": {"openai_model": {
+        "openai_api_key": "sk", "max_output_tokens": 512, "extra_headers": {"X-Auth": "abc"},
+        "forward_task_header": True, "keys": ["a", "b"], "tools": [{"hf_token": "t", "name": "n"}],
+        "unset_key": None}}}, "client_secret": "shh", "db_password": "pw", "name": "x"}
+    # NeMo Gym 0.7's recursively_hide_secrets on the same dict (substrings token/key/header), plus
+    # REFERENCE.md's secret and password keys
+    assert redact_for_display(config) == {"policy_api_key": "****", "m": {"responses_api_models": {"openai_model": {
+        "openai_api_key": "****", "max_output_tokens": "****", "extra_headers": {"X-Auth": "abc"},
+        "forward_task_header": "****", "keys": ["****", "****"], "tools": [{"hf_token": "****", "name": "n"}],
+        "unset_key": "****"}}}, "client_secret": "****", "db_password": "****", "name": "x"}

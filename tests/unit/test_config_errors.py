@@ -157,9 +157,32 @@ def test_reference_field_with_the_wrong_type(tmp_path):
     assert "resources_server must have type resources_servers" in load_error(tmp_path, "a.yaml")
 
 
-def test_missing_entrypoint(tmp_path):
+def test_an_overlay_alone_is_no_server_as_nemo_gym_reports_it(tmp_path):
+    from gym_compose.plan import plan_stack
+
     write(tmp_path, "a.yaml", "res:\n  resources_servers:\n    r: {domain: math}\n")
-    assert "missing 'entrypoint'" in load_error(tmp_path, "a.yaml")
+    loaded = load(ConfigRequest(config_files=[Path("a.yaml")]), cwd=tmp_path)  # resolves, as NeMo Gym's does
+    assert "policy_model" not in loaded.data  # no server, so no default model either
+    with pytest.raises(UserError) as caught:
+        plan_stack(loaded.data, loaded.search_roots)
+    message = str(caught.value)
+    assert message.startswith("No server instances are configured, so there is nothing to run")  # NeMo Gym's words
+    assert "res.resources_servers.r" in message and "no 'entrypoint'" in message
+
+
+def test_a_misspelt_entrypoint_is_an_error(tmp_path):
+    write(tmp_path, "a.yaml", RESOURCES + "res2:\n  resources_servers:\n    r: {entry_point: app.py, domain: math}\n")
+    assert "missing 'entrypoint' (did you mean" in load_error(tmp_path, "a.yaml")
+
+
+def test_a_block_without_entrypoint_beside_servers_is_data_with_a_note(tmp_path):
+    from gym_compose.config import instances
+
+    write(tmp_path, "a.yaml", RESOURCES + "extra:\n  resources_servers:\n    r: {domain: math, note: 1}\n")
+    loaded = load(ConfigRequest(config_files=[Path("a.yaml")]), cwd=tmp_path)
+    assert [i.name for i in instances(loaded.data) if i.server_type == "resources_servers"] == ["res"]
+    assert loaded.data["extra"]["resources_servers"]["r"]["note"] == 1  # kept as data, as NeMo Gym keeps it
+    assert any("extra.resources_servers.r" in w and "no 'entrypoint'" in w for w in loaded.warnings)
 
 
 def test_dataset_with_an_unknown_type(tmp_path):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import textwrap
+
+import pytest
 from pathlib import Path
 
 
@@ -130,6 +132,46 @@ def test_a_model_url_without_a_model_type_means_openai_model(tmp_path):
     assert not any("mock model" in w for w in loaded.warnings)
 
 
+def test_a_judge_model_beside_an_agent_on_policy_model_still_gets_the_mock(tmp_path):
+    write(tmp_path, "bench.yaml", """
+        judge_model:
+          responses_api_models:
+            openai_model: {entrypoint: app.py, openai_base_url: http://judge/v1, openai_api_key: k, openai_model: j}
+        res:
+          resources_servers:
+            r: {entrypoint: app.py, domain: math, judge_model_server: {type: responses_api_models, name: judge_model}}
+        agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: res}
+              model_server: {type: responses_api_models, name: policy_model}
+    """)
+    loaded = load_files(tmp_path, "bench.yaml")
+    models = {i.name: i.implementation for i in instances(loaded.data) if i.server_type == "responses_api_models"}
+    assert models == {"policy_model": "mock_model", "judge_model": "openai_model"}
+    assert any("mock model" in w for w in loaded.warnings)
+
+
+def test_a_model_under_another_name_that_the_agents_use_gets_no_mock(tmp_path):
+    write(tmp_path, "a.yaml", """
+        my_model:
+          responses_api_models:
+            openai_model: {entrypoint: app.py, openai_base_url: http://m/v1, openai_api_key: k, openai_model: m}
+        res:
+          resources_servers:
+            r: {entrypoint: app.py, domain: math}
+        agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: res}
+              model_server: {type: responses_api_models, name: my_model}
+    """)
+    loaded = load_files(tmp_path, "a.yaml")
+    assert "policy_model" not in loaded.data and not any("mock model" in w for w in loaded.warnings)
+
+
 def test_a_config_that_defines_a_model_gets_no_mock(tmp_path):
     write(tmp_path, "model.yaml", MODEL)
     loaded = load_files(tmp_path, "model.yaml", model_url="http://u")
@@ -214,9 +256,54 @@ def test_agent_without_environment_server_gets_a_generated_one(tmp_path):
               model_server: {type: responses_api_models, name: policy_model}
     """))
     loaded = load_files(tmp_path, "a.yaml", model_url="http://u")
-    generated = loaded.data["my_agent_environment_server"]["environment_servers"]["legacy_agent"]
+    generated = loaded.data["my_environment_server"]["environment_servers"]["legacy_agent"]  # NeMo Gym 0.7's name
     assert generated["agent_server"] == {"type": "responses_api_agents", "name": "my_agent"}
-    assert any("DEPRECATED" in w and "my_agent_environment_server" in w for w in loaded.warnings)
+    assert any("DEPRECATED" in w and "my_environment_server" in w for w in loaded.warnings)
+
+
+@pytest.mark.parametrize("agent, agent_type, expected", [
+    ("workplace_assistant_simple_agent", "simple_agent", "workplace_assistant_environment_server"),
+    ("wordle_agent", "gymnasium_agent", "wordle_environment_server"),
+    ("simple_agent", "simple_agent", "simple_agent_environment_server"),
+    ("solver", "simple_agent", "solver_environment_server"),
+    ("math_simple_agent_", "simple_agent", "math_simple_agent_environment_server"),
+])
+def test_generated_environment_server_names_follow_nemo_gym(agent, agent_type, expected):
+    from gym_compose.config.legacy import legacy_environment_server_name
+
+    assert legacy_environment_server_name(agent, agent_type) == expected
+
+
+def test_a_taken_environment_server_name_falls_back_to_the_agent_name(tmp_path):
+    write(tmp_path, "a.yaml", MODEL + textwrap.dedent("""
+        math_environment_server:
+          resources_servers:
+            r: {entrypoint: app.py, domain: math}
+        math_simple_agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: math_environment_server}
+              model_server: {type: responses_api_models, name: policy_model}
+        solver_simple_agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: math_environment_server}
+              model_server: {type: responses_api_models, name: policy_model}
+        solver_agent:
+          responses_api_agents:
+            simple_agent:
+              entrypoint: app.py
+              resources_server: {type: resources_servers, name: math_environment_server}
+              model_server: {type: responses_api_models, name: policy_model}
+    """))
+    data = load_files(tmp_path, "a.yaml", model_url="http://u").data
+    fronted = {name: block["environment_servers"]["legacy_agent"]["agent_server"]["name"]
+               for name, block in data.items() if isinstance(block, dict) and "environment_servers" in block}
+    assert fronted == {"math_simple_agent_environment_server": "math_simple_agent",  # its own name is taken
+                       "solver_environment_server": "solver_simple_agent",
+                       "solver_agent_environment_server": "solver_agent"}  # taken by the one generated before
 
 
 def test_an_agent_with_an_environment_server_gets_none_generated(tmp_path):

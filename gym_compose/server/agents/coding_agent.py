@@ -32,6 +32,7 @@ from gym_compose.server.agents.common import (
     run_row_endpoint,
     task_header,
 )
+from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
 from gym_compose.server.protocol import add_usage
@@ -70,8 +71,11 @@ class CodingAgent(BaseServer):
         if self.config.api_mode not in API_MODES:
             raise ValueError(f"coding_agent api_mode must be one of {', '.join(API_MODES)}, "
                              f"not {self.config.api_mode!r}")
-        return Starlette(routes=[Route("/run", self._run_endpoint, methods=["POST"]),
-                                 Route("/v1/responses", self._responses_endpoint, methods=["POST"])])
+        return Starlette(routes=[
+            Route("/run", self._run_endpoint, methods=["POST"]),
+            Route("/v1/responses", self._responses_endpoint, methods=["POST"]),
+            aggregate_metrics_forwarding_route(self, self.config.resources_server.name),
+        ])
 
     async def _run_endpoint(self, request: Request):
         return await run_row_endpoint(request, self.run)

@@ -20,6 +20,7 @@ from gym_compose.server.agents.common import (
     task_header,
     user_message,
 )
+from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
 
@@ -34,7 +35,10 @@ class GymnasiumAgent(BaseServer):
     config: GymnasiumAgentConfig
 
     def setup_webserver(self) -> Starlette:
-        return Starlette(routes=[Route("/run", self._run_endpoint, methods=["POST"])])
+        return Starlette(routes=[
+            Route("/run", self._run_endpoint, methods=["POST"]),
+            aggregate_metrics_forwarding_route(self, self.config.resources_server.name),
+        ])
 
     async def _run_endpoint(self, request: Request):
         return await run_row_endpoint(request, self.run)

@@ -26,6 +26,7 @@ from gym_compose.server.agents.common import (
     run_row_endpoint,
     task_header,
 )
+from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.protocol import add_usage
 from gym_compose.server.web import json_response, read_json_object
@@ -51,6 +52,7 @@ class SimpleAgent(BaseServer):
     def setup_webserver(self) -> Starlette:
         return Starlette(routes=[
             Route("/run", self._run_endpoint, methods=["POST"]),
+            aggregate_metrics_forwarding_route(self, self.config.resources_server.name),
             Route("/v1/responses", self._responses_endpoint, methods=["POST"]),
         ])
 

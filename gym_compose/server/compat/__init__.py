@@ -3,7 +3,7 @@
 `install()` registers `nemo_gym.*` and `resources_servers.gymnasium` in sys.modules, only when the
 real NeMo Gym package is not importable. It covers the imports NeMo Gym's own example servers use
 (base_resources_server, server_utils, openai_utils, episode_types, config_types, verifier_fixture,
-global_config) and NeMo Gym's sandbox API (`nemo_gym.sandbox`, served by gym_compose.sandbox).
+global_config, reward_profile) and NeMo Gym's sandbox API (`nemo_gym.sandbox`, served by gym_compose.sandbox).
 """
 
 from __future__ import annotations

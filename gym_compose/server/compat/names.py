@@ -11,8 +11,11 @@ def _base_resources_server() -> dict[str, Any]:
     names = ("BaseResourcesServerConfig", "BaseResourcesServer", "SimpleResourcesServer", "BaseRunRequest",
              "BaseVerifyRequest", "BaseVerifyResponse", "BaseSeedSessionRequest", "BaseSeedSessionResponse",
              "ResourcesSeedSessionRequest", "ResourcesSeedSessionResponse", "ResourcesCloseSessionRequest",
-             "ResourcesCloseSessionResponse")
-    return {name: getattr(resources, name) for name in names}
+             "ResourcesCloseSessionResponse", "ReverifyMode")
+    from gym_compose.server.aggregation import AggregateMetrics, AggregateMetricsRequest
+
+    return {**{name: getattr(resources, name) for name in names},
+            "AggregateMetrics": AggregateMetrics, "AggregateMetricsRequest": AggregateMetricsRequest}
 
 
 def _server_utils() -> dict[str, Any]:
@@ -60,9 +63,19 @@ def _episode_types() -> dict[str, Any]:
 
 
 def _config_types() -> dict[str, Any]:
+    from gym_compose.server.aggregation import AggregateMetrics, AggregateMetricsRequest
     from gym_compose.server.base import ServerRef
 
-    return {"ResourcesServerRef": ServerRef, "ModelServerRef": ServerRef, "AgentServerRef": ServerRef}
+    return {"ResourcesServerRef": ServerRef, "ModelServerRef": ServerRef, "AgentServerRef": ServerRef,
+            "AggregateMetrics": AggregateMetrics, "AggregateMetricsRequest": AggregateMetricsRequest}
+
+
+def _reward_profile() -> dict[str, Any]:
+    from gym_compose.server import reward_profile
+    from gym_compose.server.aggregation import AggregateMetricsHooks
+
+    return {**{name: getattr(reward_profile, name) for name in reward_profile.__all__},
+            "AggregateMetricsMixin": AggregateMetricsHooks}
 
 
 def _verifier_fixture() -> dict[str, Any]:
@@ -159,6 +172,7 @@ MODULES: dict[str, Callable[[], dict[str, Any]]] = {
     "nemo_gym.openai_utils": _openai_utils,
     "nemo_gym.episode_types": _episode_types,
     "nemo_gym.config_types": _config_types,
+    "nemo_gym.reward_profile": _reward_profile,
     "nemo_gym.verifier_fixture": _verifier_fixture,
     "nemo_gym.global_config": _global_config,
     "nemo_gym.sandbox": _sandbox,

@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 
 _RELAYED_REQUEST_HEADERS = ("content-type", "x-gym-task", "traceparent")
@@ -20,7 +21,10 @@ class LegacyAgentEnvironmentServer(BaseServer):
     config: LegacyAgentConfig
 
     def setup_webserver(self) -> Starlette:
-        return Starlette(routes=[Route("/run", self._relay, methods=["POST"])])
+        return Starlette(routes=[
+            Route("/run", self._relay, methods=["POST"]),
+            aggregate_metrics_forwarding_route(self, self.config.agent_server.name),
+        ])
 
     async def _relay(self, request: Request) -> Response:
         headers = {name: request.headers[name] for name in _RELAYED_REQUEST_HEADERS if name in request.headers}

@@ -21,6 +21,7 @@ from gym_compose.server.agents.common import (
     row_error_response,
     task_header,
 )
+from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.web import json_response, read_json_object
 
@@ -47,7 +48,10 @@ class SingleAgentTurnEnvironmentServer(BaseServer):
     config: SingleAgentTurnConfig
 
     def setup_webserver(self) -> Starlette:
-        return Starlette(routes=[Route("/run", self._run_endpoint, methods=["POST"])])
+        return Starlette(routes=[
+            Route("/run", self._run_endpoint, methods=["POST"]),
+            aggregate_metrics_forwarding_route(self, self.config.resources_server.name),
+        ])
 
     async def _run_endpoint(self, request: Request):
         row = row_of(await read_json_object(request))
