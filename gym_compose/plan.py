@@ -30,7 +30,7 @@ from gym_compose.contract import (
 )
 from gym_compose.errors import UserError
 from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
-from gym_compose.service_spec import Limits, Mount, Overrides, Probe, read_docker_block
+from gym_compose.service_spec import Limits, Mount, Overrides, Probe, Scheduling, read_docker_block
 
 __all__ = ["HEAD_PORT", "PROJECT_LABEL", "ROLE_BY_SERVER_TYPE", "SECRET_PREFIX", "SERVER_PORT"]  # and below
 
@@ -47,6 +47,8 @@ class StackOptions:
     head_port: int = HEAD_PORT
     publish_all: bool = False
     bind_address: str = "127.0.0.1"
+    target: str = "compose"  # compose | swarm | kubernetes (docs/deploy.md); the plan itself ignores it
+    registry: str | None = None  # HOST/PREFIX images are pushed to for swarm/kubernetes
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Service:
     mounts: list[Mount] = field(default_factory=list)
     probe: Probe | None = None
     host_ipc: bool = False
+    scheduling: Scheduling = Scheduling()  # replicas, placement, reservations (swarm, kubernetes)
 
 
 @dataclass
@@ -129,6 +132,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 source_dir=_source_dir(instance, roots),
                 limits=docker_block.limits,
                 overrides=docker_block.overrides,
+                scheduling=docker_block.scheduling,
             )
         )
         if options.publish_all or docker_block.publish:
