@@ -14,6 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_hex
 from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import find_implementation_dir, instances
@@ -27,6 +28,7 @@ from gym_compose.contract import (
     ROLE_BY_SERVER_TYPE,
     SECRET_PREFIX,
     SERVER_PORT,
+    SESSION_KEY_SECRET,
 )
 from gym_compose.errors import UserError
 from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
@@ -85,6 +87,11 @@ class Stack:
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
+
+
+def session_key_secret(service: str) -> str:
+    """The secret holding the session-cookie key a server's replicas share."""
+    return f"{SESSION_KEY_SECRET}.{service}"
 
 
 def service_name(instance_name: str) -> str:
@@ -154,6 +161,11 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     # model's block) is not written anywhere; its placeholder stays in the config.
     mounted = {name for service in services for name in service.secrets}
     secrets = {name: value for name, value in secrets.items() if name in mounted}
+    for service in services:  # replicas share a session-cookie key (server/session_forwarding.py)
+        if service.scheduling.replicas > 1:
+            key_name = session_key_secret(service.name)
+            secrets[key_name] = token_hex(32)
+            service.secrets.append(key_name)
     engines, volumes = _inference_engines(services, network_config, host_config)
     network_config[HEAD_INSTANCE] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
     host_config[HEAD_INSTANCE] = {"host": options.bind_address, "port": options.head_port}

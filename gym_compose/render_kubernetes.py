@@ -30,6 +30,8 @@ import yaml
 from gym_compose.contract import (
     BIND_ALL,
     BIND_HOST_ENV,
+    COLLECTOR_INPUT,
+    COLLECTOR_RESULTS,
     COLLECTOR_ROLE,
     CONFIG_DICT_ENV,
     CONFIG_PATH_ENV,
@@ -41,11 +43,13 @@ from gym_compose.contract import (
     HEALTHCHECK_SCRIPT,
     PROJECT_ENV,
     READY_PATH,
+    REPLICA_ADDRESS_ENV,
     SECRETS_DIR,
     SERVER_UID,
+    SESSION_KEY_FILE_ENV,
 )
 from gym_compose.errors import UserError
-from gym_compose.plan import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack
+from gym_compose.plan import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
 from gym_compose.render import _start_period_seconds, load_template
 from gym_compose.sandbox.broker.__main__ import BACKEND_ENV as SANDBOX_BACKEND_ENV
 from gym_compose.service_spec import GpuRequest, Probe
@@ -63,8 +67,6 @@ GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 RESULTS_SIZE = "1Gi"
 CACHE_SIZE = "100Gi"
 PROBE_PERIOD_S = 2
-INPUT_FILE = "/input/rows.jsonl"
-RESULTS_DIR = "/results"
 HEAD_WAIT = (  # the Job's init container: the head's readiness route, with the probe's own code
     f"import sys,time;sys.path.insert(0,'{HEALTHCHECK_SCRIPT.rsplit('/', 1)[0]}');import healthcheck as h\n"
     f"while not h.is_ready({HEAD_PORT},'{HEAD_SERVICE}'):time.sleep(1)"
@@ -277,6 +279,10 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
                 {"name": BIND_HOST_ENV, "value": BIND_ALL}]
         if service.role == HEAD_ROLE:
             env.append({"name": HEAD_VIEW_ENV, "valueFrom": _config_env(project, "host.yaml")})
+        if service.scheduling.replicas > 1:  # sessions stay on the pod that made them (docs/deploy.md)
+            env += [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {"name": REPLICA_ADDRESS_ENV, "value": f"$(POD_IP):{service.port}"},
+                    {"name": SESSION_KEY_FILE_ENV, "value": f"{SECRETS_DIR}/{session_key_secret(service.name)}"}]
         container.update(_probes(service, _start_period_seconds(stack, service)))
         volumes.append({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}})
         mounts.append({"name": "tmp", "mountPath": "/tmp"})
@@ -362,11 +368,11 @@ def _collector_job(stack: Stack, base_image: str) -> dict[str, Any]:
     container = {
         "name": COLLECTOR_SERVICE, "image": base_image, "imagePullPolicy": "IfNotPresent",
         "command": list(template["entrypoint"]),
-        "args": ["--input", INPUT_FILE, "--output-dir", RESULTS_DIR],
+        "args": ["--input", COLLECTOR_INPUT, "--output-dir", COLLECTOR_RESULTS],
         "env": [{"name": CONFIG_DICT_ENV, "valueFrom": _config_env(project, "network.yaml")},
                 {"name": PROJECT_ENV, "value": project}],
-        "volumeMounts": [{"name": "input", "mountPath": "/input", "readOnly": True},
-                         {"name": "results", "mountPath": RESULTS_DIR},
+        "volumeMounts": [{"name": "input", "mountPath": COLLECTOR_INPUT.rsplit("/", 1)[0], "readOnly": True},
+                         {"name": "results", "mountPath": COLLECTOR_RESULTS},
                          {"name": "tmp", "mountPath": "/tmp"}],
         "resources": {"requests": {"memory": "128Mi", "cpu": "100m"},
                       "limits": {"memory": quantity(template["mem_limit"], "collector.mem_limit")}},

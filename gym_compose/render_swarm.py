@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from gym_compose.contract import PROJECT_LABEL
+from gym_compose.contract import PROJECT_LABEL, REPLICA_ADDRESS_ENV
 from gym_compose.errors import UserError
 from gym_compose.plan import COLLECTOR_SERVICE, Stack
 from gym_compose.render import NETWORK, CollectorRun, RenderOptions, compose_model, dump_yaml
@@ -125,6 +125,8 @@ def _swarm_service(name: str, spec: dict[str, Any], service) -> dict[str, Any]:
                               "labels": {PROJECT_LABEL: spec.get("labels", {}).get(PROJECT_LABEL, "")}}
     if service is not None:
         deploy["replicas"] = service.scheduling.replicas
+        if service.scheduling.replicas > 1 and "environment" in swarm:  # its task name resolves on the network
+            swarm["environment"][REPLICA_ADDRESS_ENV] = f"{{{{.Task.Name}}}}:{service.port}"
         if service.scheduling.placement:
             deploy["placement"] = {"constraints": list(service.scheduling.placement)}
         if service.scheduling.reserve_memory is not None:

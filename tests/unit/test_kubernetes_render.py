@@ -66,6 +66,13 @@ def test_the_plan_maps_to_probes_limits_replicas_secrets_and_policies(roots):
     assert container["livenessProbe"]["tcpSocket"] == {"port": 8000}
     assert container["securityContext"]["runAsUser"] == 10001 and container["securityContext"]["readOnlyRootFilesystem"]
     assert {"name": "shm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    # replicas: each pod stamps its sessions with its own address; all share the cookie key
+    env = {e["name"]: e for e in container["env"]}
+    assert env["GYM_COMPOSE_REPLICA_ADDRESS"]["value"] == "$(POD_IP):8000"
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["GYM_COMPOSE_SESSION_KEY_FILE"]["value"] == "/run/secrets/session_key.weather"
+    (weather_secrets,) = [v for v in pod["volumes"] if v["name"] == "secrets"]
+    assert [item["key"] for item in weather_secrets["secret"]["items"]] == ["session_key.weather"]
 
     # the head serves the host view; every server reads the in-network view from the ConfigMap
     head_env = {e["name"]: e for e in deployments["head"]["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -81,7 +88,6 @@ def test_the_plan_maps_to_probes_limits_replicas_secrets_and_policies(roots):
     model_pod = deployments["policy-model"]["spec"]["template"]["spec"]
     (secrets_volume,) = [v for v in model_pod["volumes"] if v["name"] == "secrets"]
     assert [item["key"] for item in secrets_volume["secret"]["items"]] == stack.service("policy-model").secrets
-    assert not any(v["name"] == "secrets" for v in pod.get("volumes", []))
 
     # the collector: a Job that waits for the head, results on a claim
     job = by_kind(manifests, "Job")["p-collector"]
