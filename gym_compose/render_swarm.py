@@ -44,6 +44,10 @@ KEPT_KEYS = ("image", "entrypoint", "command", "user", "read_only", "init", "cap
 def swarm_model(stack: Stack, images: dict[str, str], options: RenderOptions | None = None) -> dict[str, Any]:
     """The stack file as a dict (the collector is rendered separately, into collector.yaml)."""
     compose = compose_model(stack, images, None, options or RenderOptions())
+    too_long = [name for name in compose["services"] if len(f"{stack.project}_{name}") > 63]
+    if too_long:
+        raise UserError(f"Swarm names a service PROJECT_SERVICE in at most 63 characters: {stack.project}_{too_long[0]} "
+                        "is longer", hint="use a shorter project name (-p) or instance name")
     by_name = {service.name: service for service in stack.services}
     services = {name: _swarm_service(name, spec, by_name.get(name)) for name, spec in compose["services"].items()}
     networks = {}

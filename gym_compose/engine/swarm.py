@@ -171,6 +171,7 @@ class SwarmStack:
         for mount in spec.get("volumes", []):
             create += ["--mount", f"type=bind,source={mount['source']},target={mount['target']}"
                        + (",readonly" if mount.get("read_only") else "")]
+        self.remove_one_off(service)  # a finished one left behind (no collector runs: the caller checked)
         result = run_docker([*create, spec["image"], *command], timeout=120, check=False)
         if not result.ok:
             raise UserError(f"the collector service could not be created:\n{indented_tail(result.stderr, 10)}")
@@ -292,7 +293,11 @@ class SwarmJob:
             tasks = [s for s in self.stack.ps() if s.one_off and s.service == self.service]
             if tasks and tasks[0].state == "exited":
                 self._code = tasks[0].exit_code
-                self.logs.stop(3)  # `service logs --follow` of a finished job never ends by itself
+                # `service logs --follow` of a finished job ends once the service is gone (`run --rm`)
+                time.sleep(1.0)
+                self.stack.remove_one_off(self.service)
+                if self.logs.wait(10) is None:
+                    self.logs.stop(3)
         return self._code
 
     def wait(self, timeout: float | None = None) -> int | None:

@@ -62,6 +62,8 @@ class SessionForwarder:
             await send({"type": "http.response.body", "body": payload})
             return
         self.forwarded += 1
+        if self.forwarded == 1:
+            LOG.info("passing requests of sessions held by another replica to it (first: %s)", address)
         content = answer.content
         out = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers.multi_items()
                if name.lower() not in DROPPED_ANSWER_HEADERS]
