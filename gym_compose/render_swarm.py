@@ -46,8 +46,9 @@ def swarm_model(stack: Stack, images: dict[str, str], options: RenderOptions | N
     compose = compose_model(stack, images, None, options or RenderOptions())
     too_long = [name for name in compose["services"] if len(f"{stack.project}_{name}") > 63]
     if too_long:
-        raise UserError(f"Swarm names a service PROJECT_SERVICE in at most 63 characters: {stack.project}_{too_long[0]} "
-                        "is longer", hint="use a shorter project name (-p) or instance name")
+        name = f"{stack.project}_{too_long[0]}"
+        raise UserError(f"Swarm names a service PROJECT_SERVICE in at most 63 characters: {name} is longer",
+                        hint="use a shorter project name (-p) or instance name")
     by_name = {service.name: service for service in stack.services}
     services = {name: _swarm_service(name, spec, by_name.get(name)) for name, spec in compose["services"].items()}
     networks = {}
