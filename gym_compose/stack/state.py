@@ -46,6 +46,7 @@ def deployed_stack(project: str, target: str) -> DeployedStack:
 
 
 def remember_target(project: str, target: str) -> None:
+    project_dir(project).mkdir(parents=True, exist_ok=True)
     (project_dir(project) / TARGET_FILE).write_text(target + "\n", encoding="utf-8")
 
 
