@@ -65,6 +65,8 @@ STACK_OPTIONS: dict[str, tuple[Any, Any]] = {
     "project": (PROJECT_OPTION, DEFAULT_PROJECT),
     "publish": (_option(bool, "--publish", help="Also publish every server on 127.0.0.1 (head: --head-port, others: the ports after it)."), False),
     "head_port": (_option(int, "--head-port", metavar="PORT", help="Host port the head is published on (127.0.0.1)."), HEAD_PORT),
+    "target": (_option(str, "--target", metavar="TARGET", help="Where the stack runs: compose (this machine), swarm (`docker stack deploy`), kubernetes (render only). See docs/deploy.md."), "compose"),
+    "registry": (_option(Optional[str], "--registry", metavar="HOST/PREFIX", help="swarm/kubernetes: tag and push the images there and deploy them by digest (default: the images must already be on every node)."), None),
 }
 
 COLLECTION_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -139,12 +141,22 @@ def _config_request(ctx: typer.Context, *, config, resources_server, model_type,
     )
 
 
-def _stack_options(*, project: str, publish: bool, head_port: int):
+TARGETS = ("compose", "swarm", "kubernetes")
+
+
+def _stack_options(*, project: str, publish: bool, head_port: int, target: str, registry: str | None):
     from gym_compose.plan import StackOptions
 
     if not 0 < head_port < 65536:
         raise UserError(f"--head-port must be a TCP port (1-65535), got {head_port}")
-    return StackOptions(project=project, publish_all=publish, head_port=head_port)
+    if target not in TARGETS:
+        raise UserError(f"unknown --target {target!r}", hint=f"one of: {', '.join(TARGETS)}")
+    if registry is not None and (target == "compose" or not re.fullmatch(r"[A-Za-z0-9.:-]+(/[a-z0-9._-]+)*", registry)):
+        raise UserError(f"--registry {registry!r}: " + ("only for --target swarm or kubernetes" if target == "compose"
+                                                         else "expected HOST[:PORT]/PREFIX"),
+                        hint="e.g. --target swarm --registry registry.example:5000/gym")
+    return StackOptions(project=project, publish_all=publish, head_port=head_port, target=target,
+                        registry=registry.rstrip("/") if registry else None)
 
 
 def _collection_args(*, input_file, results_dir, run_name, resume, limit, num_repeats, num_samples_in_parallel,

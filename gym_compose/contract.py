@@ -18,6 +18,12 @@ SECRETS_DIR_ENV = "GYM_COMPOSE_SECRETS_DIR"  # where `secret://NAME` values are 
 HEAD_VIEW_ENV = "GYM_COMPOSE_HEAD_VIEW"  # head only: the host view of the config it serves
 LOG_LEVEL_ENV = "GYM_COMPOSE_LOG_LEVEL"
 PROJECT_ENV = "GYM_COMPOSE_PROJECT"  # the collector: its project, named in its run-folder lock
+# A server with several replicas (swarm, kubernetes): this replica's HOST:PORT as the others reach
+# it (sessions are pinned to the replica that made them), and the session-cookie key they share.
+REPLICA_ADDRESS_ENV = "GYM_COMPOSE_REPLICA_ADDRESS"
+SESSION_KEY_FILE_ENV = "GYM_COMPOSE_SESSION_KEY_FILE"
+FORWARDED_HEADER = "x-gym-compose-forwarded"  # a request one replica passed to its session's owner
+SESSION_KEY_SECRET = "session_key"  # the secret holding that key: session_key.<service>
 
 # --- config: server types, roles, the head -------------------------------------------------
 RESOURCES_SERVERS = "resources_servers"

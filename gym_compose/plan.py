@@ -14,6 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_hex
 from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import find_implementation_dir, instances
@@ -28,10 +29,11 @@ from gym_compose.contract import (
     ROLE_BY_SERVER_TYPE,
     SECRET_PREFIX,
     SERVER_PORT,
+    SESSION_KEY_SECRET,
 )
 from gym_compose.errors import UserError
 from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
-from gym_compose.service_spec import Limits, Mount, Overrides, Probe, read_docker_block
+from gym_compose.service_spec import Limits, Mount, Overrides, Probe, Scheduling, read_docker_block
 
 __all__ = ["HEAD_PORT", "PROJECT_LABEL", "ROLE_BY_SERVER_TYPE", "SECRET_PREFIX", "SERVER_PORT"]  # and below
 
@@ -48,6 +50,8 @@ class StackOptions:
     head_port: int = HEAD_PORT
     publish_all: bool = False
     bind_address: str = "127.0.0.1"
+    target: str = "compose"  # compose | swarm | kubernetes (docs/deploy.md); the plan itself ignores it
+    registry: str | None = None  # HOST/PREFIX images are pushed to for swarm/kubernetes
 
 
 @dataclass
@@ -68,6 +72,7 @@ class Service:
     mounts: list[Mount] = field(default_factory=list)
     probe: Probe | None = None
     host_ipc: bool = False
+    scheduling: Scheduling = Scheduling()  # replicas, placement, reservations (swarm, kubernetes)
 
 
 @dataclass
@@ -83,6 +88,11 @@ class Stack:
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
+
+
+def session_key_secret(service: str) -> str:
+    """The secret holding the session-cookie key a server's replicas share."""
+    return f"{SESSION_KEY_SECRET}.{service}"
 
 
 def service_name(instance_name: str) -> str:
@@ -134,6 +144,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 source_dir=_source_dir(instance, roots),
                 limits=docker_block.limits,
                 overrides=docker_block.overrides,
+                scheduling=docker_block.scheduling,
             )
         )
         if options.publish_all or docker_block.publish:
@@ -155,6 +166,11 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     # model's block) is not written anywhere; its placeholder stays in the config.
     mounted = {name for service in services for name in service.secrets}
     secrets = {name: value for name, value in secrets.items() if name in mounted}
+    for service in services:  # replicas share a session-cookie key (server/session_forwarding.py)
+        if service.scheduling.replicas > 1:
+            key_name = session_key_secret(service.name)
+            secrets[key_name] = token_hex(32)
+            service.secrets.append(key_name)
     engines, volumes = _inference_engines(services, network_config, host_config)
     network_config[HEAD_INSTANCE] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
     host_config[HEAD_INSTANCE] = {"host": options.bind_address, "port": options.head_port}

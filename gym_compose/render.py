@@ -31,10 +31,12 @@ from gym_compose.contract import (
     PROJECT_ENV,
     PROJECT_LABEL,
     ROLE_LABEL,
+    SECRETS_DIR,
     SERVER_USER,
+    SESSION_KEY_FILE_ENV,
 )
 from gym_compose.paths import PROJECT_ROOT
-from gym_compose.plan import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack
+from gym_compose.plan import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
 from gym_compose.service_spec import GpuRequest, Limits, Mount, Overrides, Probe
 
 TEMPLATES_DIR = PROJECT_ROOT / "compose_templates"
@@ -160,6 +162,8 @@ def _server_service(
     if service.secrets:
         spec["secrets"] = list(service.secrets)
     spec["networks"] = [NETWORK]
+    if service.scheduling.replicas > 1:  # compose runs one; swarm and kubernetes run them all
+        environment[SESSION_KEY_FILE_ENV] = f"{SECRETS_DIR}/{session_key_secret(service.name)}"
     environment.update(service.overrides.environment)
     spec["environment"] = environment
     spec.update(limit_fields(service.limits))

@@ -16,6 +16,7 @@ from gym_compose.errors import UserError
 
 LIMIT_KEYS = ("memory", "cpus", "pids", "shm_size", "gpus")
 OVERRIDE_KEYS = ("user", "cap_add", "read_only", "environment", "volumes", "extra_hosts")
+SCHEDULING_KEYS = ("replicas", "placement", "reservations")  # swarm and kubernetes; compose runs one
 PUBLISH_KEY = "publish"
 
 
@@ -94,12 +95,43 @@ def parse_gpus(value: Any, where: str) -> GpuRequest:
 
 
 @dataclass(frozen=True)
+class Scheduling:
+    """Where and how many: read by the targets that schedule across machines (swarm, kubernetes).
+    Compose runs one container per service on this machine and ignores it."""
+
+    replicas: int = 1
+    placement: tuple[str, ...] = ()  # swarm constraints: `node.labels.gpu==true`, `node.role==manager`
+    reserve_memory: str | int | None = None  # what the scheduler sets aside (kubernetes: requests)
+    reserve_cpus: float | str | None = None
+
+
+@dataclass(frozen=True)
 class DockerBlock:
     """A server's `docker:` config block, read."""
 
     limits: Limits = Limits()
     overrides: Overrides = Overrides()
     publish: bool = False
+    scheduling: Scheduling = Scheduling()
+
+
+def read_scheduling(instance_name: str, block: dict[str, Any]) -> Scheduling:
+    replicas = block.get("replicas", 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise UserError(f"{instance_name}: docker.replicas must be a whole number of 1 or more, got {replicas!r}",
+                        hint="e.g. docker: {replicas: 3}")
+    placement = block.get("placement") or []
+    if isinstance(placement, str):
+        placement = [placement]
+    if not isinstance(placement, list) or not all(isinstance(item, str) and item.strip() for item in placement):
+        raise UserError(f"{instance_name}: docker.placement must be a list of constraints, got {placement!r}",
+                        hint='e.g. placement: ["node.labels.gpu==true"]')
+    reservations = block.get("reservations") or {}
+    if not isinstance(reservations, dict) or set(reservations) - {"memory", "cpus"}:
+        raise UserError(f"{instance_name}: docker.reservations must be a mapping with memory and/or cpus, "
+                        f"got {reservations!r}", hint="e.g. reservations: {memory: 1g, cpus: 0.5}")
+    return Scheduling(replicas=replicas, placement=tuple(item.strip() for item in placement),
+                      reserve_memory=reservations.get("memory"), reserve_cpus=reservations.get("cpus"))
 
 
 def read_docker_block(instance_name: str, block: Any, extra_keys: tuple[str, ...] = ()) -> DockerBlock:
@@ -108,7 +140,7 @@ def read_docker_block(instance_name: str, block: Any, extra_keys: tuple[str, ...
         return DockerBlock()
     if not isinstance(block, dict):
         raise UserError(f"{instance_name}: `docker` must be a mapping, got {block!r}")
-    allowed = {*LIMIT_KEYS, *OVERRIDE_KEYS, PUBLISH_KEY, *extra_keys}
+    allowed = {*LIMIT_KEYS, *OVERRIDE_KEYS, *SCHEDULING_KEYS, PUBLISH_KEY, *extra_keys}
     unknown = set(block) - allowed
     if unknown:
         raise UserError(
@@ -141,4 +173,4 @@ def read_docker_block(instance_name: str, block: Any, extra_keys: tuple[str, ...
         volumes=tuple(block.get("volumes") or ()),
         extra_hosts=tuple(block.get("extra_hosts") or ()),
     )
-    return DockerBlock(limits, overrides, bool(block.get(PUBLISH_KEY)))
+    return DockerBlock(limits, overrides, bool(block.get(PUBLISH_KEY)), read_scheduling(instance_name, block))

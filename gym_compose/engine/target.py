@@ -61,23 +61,27 @@ class StackCheck:
 
 @dataclass(frozen=True)
 class Leftovers:
-    """What of a stack exists: containers (processes), networks, volumes."""
+    """What of a stack exists: containers (processes; swarm: services), networks, volumes, and
+    (swarm) secrets and configs."""
 
     containers: list[str]
     networks: list[str] = field(default_factory=list)
     volumes: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.networks or self.volumes)
+        return bool(self.containers or self.networks or self.volumes or self.secrets)
 
     def count(self) -> str:
         """`5 containers, 1 network`."""
-        counts = [(len(self.containers), "container"), (len(self.networks), "network"), (len(self.volumes), "volume")]
+        counts = [(len(self.containers), "container"), (len(self.networks), "network"), (len(self.volumes), "volume"),
+                  (len(self.secrets), "secret")]
         return ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for n, kind in counts if n)
 
     def describe(self) -> str:
         parts = [f"{kind} {', '.join(names)}" for kind, names in
-                 (("containers", self.containers), ("networks", self.networks), ("volumes", self.volumes)) if names]
+                 (("containers", self.containers), ("networks", self.networks), ("volumes", self.volumes),
+                  ("secrets", self.secrets)) if names]
         return "; ".join(parts)
 
 

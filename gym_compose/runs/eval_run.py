@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from gym_compose.console import say
-from gym_compose.engine.compose import ComposeProject
+from gym_compose.engine.target import DeployedStack
 from gym_compose.errors import UserError
 from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
@@ -30,11 +30,16 @@ from gym_compose.stack.lifecycle import (
     stack_service_names,
     start_servers,
 )
-from gym_compose.stack.state import project_dir
+from gym_compose.stack.state import deployed_stack, project_dir, remember_target
 from gym_compose.stack.teardown import down_quietly, stop_and_remove
 from gym_compose.swe.preflight import check_pulled_images
 
 __all__ = ["CollectionArgs", "run_collection"]
+
+
+def rendered_file(project: DeployedStack | None) -> Path | None:
+    """The compose (or swarm stack) file the run was served from, copied into the run folder."""
+    return getattr(project, "compose_file", None)
 
 
 def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool,
@@ -46,21 +51,24 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots, collection.input_file)
     planned = plan_run(loaded, stack, collection)
+    target = stack.options.target
     if serve:
-        refuse_if_running(stack.project)
+        refuse_if_running(stack.project, target)
     else:
-        require_running(ComposeProject(stack.project))
-    refuse_second_collector(ComposeProject(stack.project))
+        require_running(deployed_stack(stack.project, target))
+    refuse_second_collector(deployed_stack(stack.project, target))
     run_dir, created = claim_run_dir(collection.results_dir, planned.name, collection.resume)
     started_at = datetime.now(timezone.utc)
     record = run_record(planned, collection, rerun_of)
     outcome: CollectorOutcome | None = None
     images: dict[str, str] = {}
-    project: ComposeProject | None = None
+    project: DeployedStack | None = None
     facts: EngineFacts | None = None
     try:
         collector = write_run_inputs(run_dir, planned, collection)
         images, project = build_and_render(stack, project_dir(stack.project), collector, pinned=pinned_images)
+        if serve:
+            remember_target(stack.project, target)
         if check_images is not None:
             check_images(images)
         facts = EngineFacts(images)  # asked while the servers start and the collector runs
@@ -70,14 +78,14 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
         outcome = run_collector(project, run_dir, stack_service_names(stack))
     except BaseException:
         if outcome is not None and project is not None:  # before `down` forgets the compose file
-            write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code,
+            write_manifest(run_dir, loaded.data, rendered_file(project), images, started_at, outcome.exit_code,
                            record, facts)
         if serve and not keep and project is not None:
             down_quietly(project)
         if outcome is None and created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    write_manifest(run_dir, loaded.data, project.compose_file, images, started_at, outcome.exit_code,
+    write_manifest(run_dir, loaded.data, rendered_file(project), images, started_at, outcome.exit_code,
                    record, facts)
     print_summary(run_dir)
     print(f"results: {run_dir}")

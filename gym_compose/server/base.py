@@ -7,11 +7,13 @@ works unchanged.
 
 from __future__ import annotations
 
+import os
 import secrets
 from typing import Any, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from gym_compose.contract import SESSION_KEY_FILE_ENV
 from gym_compose.server.sessions import SessionCookieMiddleware, SessionState
 
 
@@ -43,7 +45,7 @@ class BaseServer(BaseModel):
     ray_enabled: ClassVar[Optional[bool]] = None
     session_idle_timeout_seconds: ClassVar[float] = 3600.0
 
-    _session_secret: str = PrivateAttr(default_factory=lambda: secrets.token_hex(32))
+    _session_secret: str = PrivateAttr(default_factory=lambda: _session_key())
 
     @model_validator(mode="after")
     def _make_session_state_reapable(self):
@@ -103,6 +105,15 @@ class BaseServer(BaseModel):
         from gym_compose.server.runtime import run_server_class
 
         run_server_class(cls)
+
+
+def _session_key() -> str:
+    """The cookie signing key: shared by a server's replicas (a secret file), else this process's own."""
+    path = os.environ.get(SESSION_KEY_FILE_ENV)
+    if path:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    return secrets.token_hex(32)
 
 
 # NeMo Gym names

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
 import time
 import uuid
 from typing import Any, Awaitable, Callable, Iterator, MutableMapping, Optional
@@ -17,7 +18,11 @@ from typing import Any, Awaitable, Callable, Iterator, MutableMapping, Optional
 import orjson
 from itsdangerous import BadSignature, Signer
 
+from gym_compose.contract import REPLICA_ADDRESS_ENV
+from gym_compose.server.session_forwarding import SessionForwarder, was_forwarded
+
 SESSION_ID_KEY = "session_id"
+REPLICA_KEY = "replica"  # with several replicas: the HOST:PORT of the one holding the session's state
 LOG = logging.getLogger("gym_compose.server.sessions")
 
 
@@ -28,12 +33,15 @@ class SessionCookieMiddleware:
     """
 
     def __init__(self, app, cookie_name: str, secret_key: str,
-                 on_session: Optional[Callable[[str], None]] = None):
+                 on_session: Optional[Callable[[str], None]] = None, replica: Optional[str] = None):
         self.app = app
         self.cookie_name = cookie_name
         self.cookie_key = cookie_name.encode("latin-1")
         self.signer = Signer(secret_key, salt="gym-compose-session")
         self.on_session = on_session
+        # One of several replicas (docs/deploy.md): sessions are stamped with it and kept there.
+        self.replica = replica or os.environ.get(REPLICA_ADDRESS_ENV) or None
+        self.forwarder = SessionForwarder() if self.replica else None
 
     def _read_cookie(self, scope) -> Optional[dict]:
         for name, value in scope.get("headers", ()):
@@ -57,8 +65,13 @@ class SessionCookieMiddleware:
             return await self.app(scope, receive, send)
         session = self._read_cookie(scope)
         is_new = session is None or not session.get(SESSION_ID_KEY)
+        owner = None if is_new or session is None else session.get(REPLICA_KEY)
+        if self.forwarder is not None and owner and owner != self.replica and not was_forwarded(scope):
+            return await self.forwarder.forward(scope, receive, send, str(owner))
         if is_new:
             session = {SESSION_ID_KEY: str(uuid.uuid4())}
+            if self.replica:
+                session[REPLICA_KEY] = self.replica
         original = dict(session)
         scope["session"] = session
         if self.on_session is not None:

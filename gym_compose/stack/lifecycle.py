@@ -26,7 +26,7 @@ from gym_compose.errors import UserError
 from gym_compose.plan import Stack, StackOptions, plan_stack
 from gym_compose.render import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
 from gym_compose.stack.log_following import attach
-from gym_compose.stack.state import existing_project, forget_project, project_dir
+from gym_compose.stack.state import deployed_stack, existing_project, forget_project, project_dir, remember_target
 from gym_compose.stack.table import print_services
 from gym_compose.stack.teardown import down_quietly
 
@@ -58,19 +58,54 @@ def render_options() -> RenderOptions:
     return RenderOptions(docker_socket=docker_socket())
 
 
-def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None,
-                     pinned: dict[str, str] | None = None) -> tuple[dict[str, str], ComposeProject]:
+def target_images(stack: Stack, pinned: dict[str, str] | None = None) -> dict[str, str]:
+    """The stack's images, built here; for swarm/kubernetes with --registry, pushed and named by digest."""
     images = build_stack_images(stack, progress=say, pinned=pinned)
+    if stack.options.registry:
+        from gym_compose.engine.registry import push_images
+
+        return push_images(images, stack.options.registry, progress=say)
+    if stack.options.target != "compose":
+        say("note: no --registry: every node must hold the images under their local tags "
+            "(docker save IMAGE | ssh NODE docker load); see docs/deploy.md")
+    return images
+
+
+def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None,
+                     pinned: dict[str, str] | None = None) -> tuple[dict[str, str], DeployedStack]:
+    """Build (and push) the images and render the project for the stack's target."""
+    target = stack.options.target
+    if target == "kubernetes":
+        raise UserError("Kubernetes stacks are rendered, not run, by gym-compose",
+                        hint="render the manifests with `gym-compose render --target kubernetes -o DIR`, then "
+                        "`kubectl apply -n NAMESPACE -f DIR` (docs/deploy.md)")
+    images = target_images(stack, pinned)
+    if target == "swarm":
+        from gym_compose.engine.swarm import SwarmStack
+        from gym_compose.render_swarm import write_swarm_project
+
+        return images, SwarmStack(stack.project, write_swarm_project(stack, images, out_dir, collector,
+                                                                     render_options()))
     compose_file = write_project(stack, images, out_dir, collector, render_options())
     return images, ComposeProject(stack.project, compose_file)
 
 
 def render_command(args: StackArgs, output: Path) -> Path:
     stack = plan_from_request(args)
+    if stack.options.target == "kubernetes":
+        from gym_compose.render_kubernetes import write_manifests
+
+        path = write_manifests(stack, target_images(stack), output)
+        say(f"rendered {path}; apply it with: kubectl apply -n NAMESPACE -f {output}")
+        return path
     _, project = build_and_render(stack, output)
-    assert project.compose_file is not None
-    say(f"rendered {project.compose_file}; run it with: docker compose -f {project.compose_file} up --wait")
-    return project.compose_file
+    rendered = getattr(project, "compose_file", None)
+    assert rendered is not None
+    if stack.options.target == "swarm":
+        say(f"rendered {rendered}; deploy it with: docker stack deploy -c {rendered} {stack.project}")
+    else:
+        say(f"rendered {rendered}; run it with: docker compose -f {rendered} up --wait")
+    return rendered
 
 
 def build_command(args: StackArgs) -> dict[str, str]:
@@ -90,9 +125,14 @@ def project_states(stack: DeployedStack) -> list[ServiceState]:
         raise
 
 
-def refuse_if_running(project_name: str) -> None:
+def refuse_if_running(project_name: str, target: str = "compose") -> None:
     """Two commands must not drive one project: the second would recreate the first's containers."""
-    if project_states(ComposeProject(project_name)):
+    if target == "swarm":
+        from gym_compose.engine.swarm import require_swarm
+
+        require_swarm()
+    running = project_states(ComposeProject(project_name))
+    if running or (target == "swarm" and deployed_stack(project_name, target).ps()):
         raise UserError(
             f"project {project_name!r} is already running",
             hint=f"stop it with `gym-compose down -p {project_name}`, collect against it with "
@@ -128,8 +168,9 @@ def up_command(args: StackArgs, detach: bool) -> None:
 
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots)
-    refuse_if_running(stack.project)
+    refuse_if_running(stack.project, stack.options.target)
     _, project = build_and_render(stack, project_dir(stack.project))
+    remember_target(stack.project, stack.options.target)
     start_servers(stack, project)
     if detach:
         say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")

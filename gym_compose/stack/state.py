@@ -7,7 +7,10 @@ import shutil
 from pathlib import Path
 
 from gym_compose.engine.compose import ComposeProject
+from gym_compose.engine.target import DeployedStack
 from gym_compose.render import COMPOSE_FILE
+
+TARGET_FILE = "target"  # which target `up` deployed the project on, for down/ps/logs
 
 STATE_DIR_ENV = "GYM_COMPOSE_STATE_DIR"
 
@@ -22,10 +25,29 @@ def project_dir(project: str) -> Path:
     return state_dir() / "projects" / project
 
 
-def existing_project(project: str) -> ComposeProject:
-    """The project as `up` rendered it (its compose file, when still there)."""
+def existing_project(project: str) -> DeployedStack:
+    """The project as `up` rendered it (its compose file, when still there), on the target `up`
+    deployed it on (compose unless it recorded another)."""
+    target_file = project_dir(project) / TARGET_FILE
+    target = target_file.read_text().strip() if target_file.is_file() else "compose"
+    return deployed_stack(project, target)
+
+
+def deployed_stack(project: str, target: str) -> DeployedStack:
+    """`project` on `target`, with the files `up` rendered for it when they are there."""
+    if target == "swarm":
+        from gym_compose.engine.swarm import SwarmStack
+        from gym_compose.render_swarm import STACK_FILE
+
+        stack_file = project_dir(project) / STACK_FILE
+        return SwarmStack(project, stack_file if stack_file.is_file() else None)
     compose_file = project_dir(project) / COMPOSE_FILE
     return ComposeProject(project, compose_file if compose_file.is_file() else None)
+
+
+def remember_target(project: str, target: str) -> None:
+    project_dir(project).mkdir(parents=True, exist_ok=True)
+    (project_dir(project) / TARGET_FILE).write_text(target + "\n", encoding="utf-8")
 
 
 def forget_project(project: str) -> None:

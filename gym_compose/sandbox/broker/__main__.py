@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, LOG_LEVEL_ENV, SECRETS_DIR, SECRETS_DIR_ENV
 
 POLICY_ENV = "GYM_COMPOSE_SANDBOX_POLICY"
+BACKEND_ENV = "GYM_COMPOSE_SANDBOX_BACKEND"  # docker (compose, swarm) | kubernetes (pods; not built yet)
 PORT_ENV = "GYM_COMPOSE_SANDBOX_BROKER_PORT"
 BROKER_PORT = 8000
 
@@ -32,6 +33,10 @@ def main() -> None:
     from gym_compose.sandbox.tokens import BROKER_SECRET
     from gym_compose.server.web import ErrorBoundary, serve
 
+    backend = os.environ.get(BACKEND_ENV, "docker")
+    if backend != "docker":
+        sys.exit(f"sandbox broker: the {backend!r} backend is not implemented yet (sandboxes run under compose and "
+                 "swarm only); see docs/deploy.md")
     try:
         settings = BrokerSettings.model_validate_json(os.environ.get(POLICY_ENV) or "")
     except ValidationError as error:

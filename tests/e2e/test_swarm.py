@@ -1,0 +1,104 @@
+"""End-to-end on Docker Swarm: the same project deployed as a stack (`--target swarm`).
+
+One stack for the module: the example benchmark beside the stateful counter with two replicas.
+The engine is made a single-node swarm manager if it is not one yet (compose projects of other
+users keep working), and left again at the end only if this module made it one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.e2e import PROJECT_PREFIX
+from tests.e2e.test_stack import REPO, free_port, gym_compose
+
+pytestmark = pytest.mark.docker
+
+PROJECT = f"{PROJECT_PREFIX}-sw"  # Swarm service names: PROJECT_SERVICE, at most 63 characters
+COUNTER_AGENT = "stateful_counter_simple_agent"
+STACK_ARGS = ["--target", "swarm", "-p", PROJECT, "--benchmark", "example_single_tool_call",
+              "--resources-server", "stateful_counter",
+              "++stateful_counter.resources_servers.stateful_counter.docker.replicas=2"]
+
+
+def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def of_stack(kind: str) -> list[str]:
+    names = set()
+    for label in ("io.gym-compose.project", "com.docker.stack.namespace"):
+        listing = docker(kind, "ls", "--filter", f"label={label}={PROJECT}", "--format", "{{.Name}}")
+        names.update(listing.stdout.split())
+    return sorted(names)
+
+
+@pytest.fixture(scope="module")
+def swarm_stack(tmp_path_factory):
+    state = docker("info", "--format", "{{.Swarm.LocalNodeState}}").stdout.strip()
+    initialised = state == "inactive"
+    if initialised:
+        init = docker("swarm", "init", "--advertise-addr", "127.0.0.1")
+        assert init.returncode == 0, init.stderr
+    cwd = tmp_path_factory.mktemp("swarm")
+    try:
+        up = gym_compose("up", "-d", *STACK_ARGS, "--head-port", str(free_port()), cwd=cwd)
+        assert up.returncode == 0, up.stderr
+        yield cwd, up
+    finally:
+        docker("stack", "rm", PROJECT)
+        for service in of_stack("service"):
+            docker("service", "rm", service)
+        if initialised:
+            docker("swarm", "leave", "--force")
+
+
+def test_stack_is_healthy_with_replicas_and_ps_logs_see_it(swarm_stack):
+    cwd, up = swarm_stack
+    assert "all 8 services healthy" in up.stderr
+    ps = gym_compose("ps", "-p", PROJECT, cwd=cwd)
+    assert ps.returncode == 0, ps.stderr
+    rows = [line.split() for line in ps.stdout.splitlines()[1:]]
+    assert [row[0] for row in rows].count("stateful-counter") == 2  # one line per replica
+    assert all(row[1:3] == ["running", "healthy"] for row in rows), ps.stdout
+
+
+def test_collects_the_example_benchmark_and_counter_sessions_across_replicas(swarm_stack, tmp_path):
+    cwd, _ = swarm_stack
+    results = tmp_path / "results"
+    run = gym_compose("eval", "run", "--no-serve", *STACK_ARGS, "--results-dir", str(results), "--run-name", "example",
+                      cwd=cwd)
+    assert run.returncode == 0, run.stderr
+    (run_dir,) = results.glob("example*")
+    rollouts = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert rollouts and all(r["reward"] == 1.0 for r in rollouts)  # the job's results reached this folder
+
+    # stateful rollouts: each session's calls may reach either replica; the state must follow
+    rows = tmp_path / "counter.jsonl"
+    lines = (REPO / "server_images/stateful_counter/data/example.jsonl").read_text().splitlines()
+    rows.write_text("".join(json.dumps({**json.loads(line), "agent_ref": {"name": COUNTER_AGENT}}) + "\n"
+                            for line in lines))
+    run = gym_compose("eval", "run", "--no-serve", *STACK_ARGS, "--input", str(rows), "--num-repeats", "6",
+                      "--num-samples-in-parallel", "12", "--results-dir", str(results), "--run-name", "counter",
+                      cwd=cwd)
+    assert run.returncode == 0, run.stderr
+    (counter_dir,) = results.glob("counter*")
+    rollouts = [json.loads(line) for line in (counter_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 6 * len(lines) and all(r["reward"] == 1.0 for r in rollouts)
+    tasks = docker("service", "ps", "--format", "{{.Name}}", f"{PROJECT}_stateful-counter").stdout.split()
+    assert len(tasks) == 2
+    logs = gym_compose("logs", "stateful-counter", "-p", PROJECT, cwd=cwd)  # both replicas' lines
+    assert logs.returncode == 0, logs.stderr
+    assert "passing requests of sessions held by another replica" in logs.stdout + logs.stderr
+
+
+def test_down_leaves_no_service_network_secret_or_config(swarm_stack):
+    cwd, _ = swarm_stack
+    down = gym_compose("down", "-p", PROJECT, cwd=cwd)
+    assert down.returncode == 0, down.stderr
+    for kind in ("service", "network", "secret", "config"):
+        assert of_stack(kind) == [], kind
+    assert docker("ps", "-aq", "--filter", f"label=com.docker.stack.namespace={PROJECT}").stdout.split() == []

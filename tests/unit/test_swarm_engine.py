@@ -1,0 +1,71 @@
+"""The swarm target against a stand-in `docker` that replays Swarm's answers (recorded on Docker
+20.10 with `docker service ls/ps --format '{{json .}}'`), and the registry push."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gym_compose.engine.registry import push_images, registry_name
+from gym_compose.engine.swarm import SwarmStack
+from gym_compose.errors import UserError
+from tests.unit.test_compose_engine import engine  # noqa: F401 - the fixture
+
+SERVICES = [
+    {"ID": "9d1", "Mode": "replicated", "Name": "p_head", "Ports": "*:11000->11000/tcp", "Replicas": "1/1"},
+    {"ID": "9d2", "Mode": "replicated", "Name": "p_counter", "Ports": "", "Replicas": "1/2"},
+    {"ID": "9d3", "Mode": "replicated job", "Name": "p_collector", "Ports": "", "Replicas": "0/1 (1/1 completed)"},
+]
+TASKS = [
+    {"CurrentState": "Running 5 seconds ago", "DesiredState": "Running", "Error": "", "Name": "p_head.1"},
+    {"CurrentState": "Running 4 seconds ago", "DesiredState": "Running", "Error": "", "Name": "p_counter.1"},
+    {"CurrentState": "Failed 2 seconds ago", "DesiredState": "Shutdown", "Error": "\"task: non-zero exit (137)\"",
+     "Name": "p_counter.2"},
+    {"CurrentState": "Starting 1 second ago", "DesiredState": "Running", "Error": "", "Name": "\\_ p_counter.2"},
+    {"CurrentState": "Complete 1 second ago", "DesiredState": "Shutdown", "Error": "",
+     "Name": "p_collector.m3qdon1ovmacu3iouyy7g5ria"},
+]
+
+
+def test_tasks_become_service_states(engine, tmp_path):
+    for name, rows in (("services", SERVICES), ("tasks", TASKS)):
+        (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    engine(f'"service ls"*) cat {tmp_path}/services ;;\n"service ps"*) cat {tmp_path}/tasks ;;')
+    states = SwarmStack("p").ps()
+    by_task = {s.container: s for s in states}
+    assert set(by_task) == {"p_head.1", "p_counter.1", "p_counter.2", "p_collector.m3qdon1ovmacu3iouyy7g5ria"}
+    assert by_task["p_head.1"].serving and by_task["p_head.1"].published == ["0.0.0.0:11000"]
+    dead = by_task["p_counter.2"]  # its earlier task's line (`\_`) is not a state of its own
+    assert (dead.service, dead.state, dead.exit_code, dead.serving) == ("counter", "exited", 137, False)
+    job = by_task["p_collector.m3qdon1ovmacu3iouyy7g5ria"]
+    assert job.one_off and job.state == "exited" and job.exit_code == 0
+    # a replica that died counts as dead even though another replica of its service runs
+    check = SwarmStack("p").check_stack(["head", "counter"])
+    assert [s.container for s in check.dead] == ["p_counter.2"]
+    assert SwarmStack("p").one_off_containers("collector") == ["p_collector"]
+
+
+def test_registry_names_and_push_by_digest(engine):
+    assert registry_name("gym-compose/base:abc", "reg.example:5000/gym") == "reg.example:5000/gym/base:abc"
+    calls = engine('"image inspect"*) echo "reg.example/gym/base@sha256:1111" ;;')
+    pushed = push_images({"base": "gym-compose/base:abc", "head": "gym-compose/base:abc"}, "reg.example/gym")
+    assert pushed == {"base": "reg.example/gym/base@sha256:1111", "head": "reg.example/gym/base@sha256:1111"}
+    assert [c.split()[0] for c in calls()] == ["tag", "push", "image"]  # one image, pushed once
+
+
+def test_a_failed_push_names_the_registry(engine):
+    engine('push*) echo "connection refused" >&2; exit 1 ;;')
+    with pytest.raises(UserError, match="could not push reg.example/gym/base:abc") as error:
+        push_images({"base": "gym-compose/base:abc"}, "reg.example/gym")
+    assert "docker login" in str(error.value.hint)
+
+
+def test_up_refuses_an_engine_that_is_not_a_swarm_manager(engine):
+    from gym_compose.engine.swarm import require_swarm
+
+    engine('info*) echo inactive ;;')
+    with pytest.raises(UserError, match="not a swarm manager") as error:
+        require_swarm()
+    assert "docker swarm init" in str(error.value.hint)
+
