@@ -18,6 +18,8 @@ SECRETS_DIR_ENV = "GYM_COMPOSE_SECRETS_DIR"  # where `secret://NAME` values are 
 HEAD_VIEW_ENV = "GYM_COMPOSE_HEAD_VIEW"  # head only: the host view of the config it serves
 LOG_LEVEL_ENV = "GYM_COMPOSE_LOG_LEVEL"
 PROJECT_ENV = "GYM_COMPOSE_PROJECT"  # the collector: its project, named in its run-folder lock
+# head only: instances on the NeMo Gym runtime (comma-separated), ready once `GET /` answers at all
+ROOT_READY_ENV = "GYM_COMPOSE_ROOT_READY_SERVERS"
 
 # --- config: server types, roles, the head -------------------------------------------------
 RESOURCES_SERVERS = "resources_servers"
@@ -52,6 +54,7 @@ SERVER_USER = f"{SERVER_UID}:{SERVER_UID}"
 RUNTIME_ROOT = "/opt/gym-compose"  # the gym_compose package inside the base image
 HEALTHCHECK_SCRIPT = f"{RUNTIME_ROOT}/gym_compose/server/healthcheck.py"
 SERVER_DIR = "/srv/server"  # a server image's implementation folder
+NEMO_GYM_SEARCH_ROOT = "/srv/gym"  # NeMo Gym runtime images: <server_type>/<name>/, as in a checkout
 SECRETS_DIR = "/run/secrets"  # where compose mounts secrets
 COLLECTOR_INPUT = "/input/rows.jsonl"  # the collector's rows (read-only)
 COLLECTOR_RESULTS = "/results"  # the run folder, as the collector sees it
@@ -61,5 +64,6 @@ LABEL_PREFIX = "io.gym-compose"
 PROJECT_LABEL = f"{LABEL_PREFIX}.project"
 ROLE_LABEL = f"{LABEL_PREFIX}.role"
 INSTANCE_LABEL = f"{LABEL_PREFIX}.instance"
+RUNTIME_LABEL = f"{LABEL_PREFIX}.runtime"  # lean | nemo_gym: which runtime a server container runs
 IMAGE_LABEL = f"{LABEL_PREFIX}.image"
 CACHE_LABEL = f"{LABEL_PREFIX}.cache"

@@ -1,6 +1,8 @@
 """The compose healthcheck: exit 0 iff GET /_gym_compose/ready on 127.0.0.1:PORT answers 200.
 
-`healthcheck.py [--wait SECONDS] PORT`. With --wait it keeps asking (every 50 ms) until the
+`healthcheck.py [--wait SECONDS] [--root] PORT`. With --root (servers on the NeMo Gym runtime,
+which have no gym-compose route) it asks `GET /` and any HTTP answer counts, as NeMo Gym's own
+readiness step 1 does. With --wait it keeps asking (every 50 ms) until the
 server is ready or SECONDS pass: Docker runs a check only every `interval`, so a check that waits
 turns the container healthy the moment it is ready instead of at the next tick, while a long
 interval keeps the idle cost low. Docker runs this in every container for the stack's whole life,
@@ -17,8 +19,8 @@ POLL_SECONDS = 0.05
 READY_PATH = "/_gym_compose/ready"
 
 
-def is_ready(port: int, host: str = "127.0.0.1", timeout: float = 3.0) -> bool:
-    request = f"GET {READY_PATH} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode()
+def is_ready(port: int, host: str = "127.0.0.1", timeout: float = 3.0, root: bool = False) -> bool:
+    request = f"GET {'/' if root else READY_PATH} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode()
     try:
         with socket.create_connection((host, port), timeout=timeout) as connection:
             connection.sendall(request)
@@ -26,12 +28,12 @@ def is_ready(port: int, host: str = "127.0.0.1", timeout: float = 3.0) -> bool:
     except OSError:
         return False
     parts = status_line.split()
-    return len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1] == b"200"
+    return len(parts) >= 2 and parts[0].startswith(b"HTTP/") and (root or parts[1] == b"200")
 
 
-def wait_until_ready(port: int, wait_seconds: float) -> bool:
+def wait_until_ready(port: int, wait_seconds: float, root: bool = False) -> bool:
     deadline = time.monotonic() + wait_seconds
-    while not is_ready(port, timeout=max(0.1, min(3.0, deadline - time.monotonic()))):
+    while not is_ready(port, timeout=max(0.1, min(3.0, deadline - time.monotonic())), root=root):
         if time.monotonic() >= deadline:
             return False
         time.sleep(POLL_SECONDS)
@@ -46,10 +48,12 @@ def main(argv: list[str]) -> int:
         except ValueError:
             argv = []
         argv = argv[2:]
+    root = argv[:1] == ["--root"]
+    argv = argv[1:] if root else argv
     if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: healthcheck.py [--wait SECONDS] PORT", file=sys.stderr)
+        print("usage: healthcheck.py [--wait SECONDS] [--root] PORT", file=sys.stderr)
         return 2
-    return 0 if wait_until_ready(int(argv[0]), wait_seconds) else 1
+    return 0 if wait_until_ready(int(argv[0]), wait_seconds, root) else 1
 
 
 if __name__ == "__main__":
