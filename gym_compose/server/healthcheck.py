@@ -42,7 +42,7 @@ def wait_until_ready(port: int, wait_seconds: float, root: bool = False) -> bool
 
 def main(argv: list[str]) -> int:
     wait_seconds = 0.0
-    if len(argv) == 3 and argv[0] == "--wait":
+    if len(argv) >= 3 and argv[0] == "--wait":
         try:
             wait_seconds = float(argv[1])
         except ValueError:
