@@ -9,7 +9,9 @@ ARG PIP_INSTALL_OPTIONS=""
 USER root
 COPY wheels/ /tmp/wheels/
 COPY requirements.txt /tmp/requirements.txt
-RUN mkdir -p /tmp/staging \
+# The marker keeps the staging prefix from being empty: an empty COPY --from layer fails to
+# export now and then on Docker 20.10 with fuse-overlayfs ("layer does not exist").
+RUN mkdir -p /tmp/staging/share/gym-compose && echo "$(cat /tmp/requirements.txt)" > /tmp/staging/share/gym-compose/server-requirements.txt \
  && if grep -q '[^[:space:]]' /tmp/requirements.txt; then \
         pip freeze --all --exclude-editable > /tmp/runtime-constraints.txt \
         && pip install --no-cache-dir --disable-pip-version-check --quiet --ignore-requires-python \
