@@ -21,6 +21,32 @@ def resolve_command(request: ConfigRequest, cwd: Path | None = None) -> None:
     loaded = load(request, cwd=cwd)
     print_warnings(loaded.warnings)
     sys.stdout.write(yaml.safe_dump(redact_for_display(loaded.data), sort_keys=False, allow_unicode=True))
+    lines = runtime_lines(loaded.data, loaded.search_roots)
+    if lines:
+        print("runtimes (docs/nemo-gym-runtime.md):", file=sys.stderr)
+        for line in lines:
+            print("  " + line, file=sys.stderr)
+
+
+def runtime_lines(data: dict, roots: list[Path]) -> list[str]:
+    """`instance: runtime (why)` for each server instance, as the plan would choose."""
+    from gym_compose.config import find_implementation_dir, instances
+    from gym_compose.runtime_choice import choose_runtime
+    from gym_compose.server.builtin import BUILTIN_IMPLEMENTATIONS
+    from gym_compose.service_spec import read_docker_block
+
+    lines = []
+    for instance in instances(data):
+        requested = read_docker_block(instance.name, instance.spec.get("docker")).runtime
+        folder = None
+        if instance.implementation not in BUILTIN_IMPLEMENTATIONS:
+            folder = find_implementation_dir(instance.server_type, instance.implementation, roots)
+            if folder is None:
+                lines.append(f"{instance.name}: - (no code found for {instance.implementation!r})")
+                continue
+        choice = choose_runtime(folder, requested, instance.server_type)
+        lines.append(f"{instance.name}: {choice.runtime} ({choice.reason})")
+    return lines
 
 
 def list_command(search_dirs: list[Path], cwd: Path | None = None) -> None:

@@ -24,6 +24,8 @@ REPLICA_ADDRESS_ENV = "GYM_COMPOSE_REPLICA_ADDRESS"
 SESSION_KEY_FILE_ENV = "GYM_COMPOSE_SESSION_KEY_FILE"
 FORWARDED_HEADER = "x-gym-compose-forwarded"  # a request one replica passed to its session's owner
 SESSION_KEY_SECRET = "session_key"  # the secret holding that key: session_key.<service>
+# head only: instances on the NeMo Gym runtime (comma-separated), ready once `GET /` answers at all
+ROOT_READY_ENV = "GYM_COMPOSE_ROOT_READY_SERVERS"
 
 # --- config: server types, roles, the head -------------------------------------------------
 RESOURCES_SERVERS = "resources_servers"
@@ -58,6 +60,7 @@ SERVER_USER = f"{SERVER_UID}:{SERVER_UID}"
 RUNTIME_ROOT = "/opt/gym-compose"  # the gym_compose package inside the base image
 HEALTHCHECK_SCRIPT = f"{RUNTIME_ROOT}/gym_compose/server/healthcheck.sh"  # run by bash, no interpreter
 SERVER_DIR = "/srv/server"  # a server image's implementation folder
+NEMO_GYM_SEARCH_ROOT = "/srv/gym"  # NeMo Gym runtime images: <server_type>/<name>/, as in a checkout
 SECRETS_DIR = "/run/secrets"  # where compose mounts secrets
 COLLECTOR_INPUT = "/input/rows.jsonl"  # the collector's rows (read-only)
 COLLECTOR_RESULTS = "/results"  # the run folder, as the collector sees it
@@ -67,5 +70,6 @@ LABEL_PREFIX = "io.gym-compose"
 PROJECT_LABEL = f"{LABEL_PREFIX}.project"
 ROLE_LABEL = f"{LABEL_PREFIX}.role"
 INSTANCE_LABEL = f"{LABEL_PREFIX}.instance"
+RUNTIME_LABEL = f"{LABEL_PREFIX}.runtime"  # lean | nemo_gym: which runtime a server container runs
 IMAGE_LABEL = f"{LABEL_PREFIX}.image"
 CACHE_LABEL = f"{LABEL_PREFIX}.cache"

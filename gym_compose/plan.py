@@ -33,6 +33,7 @@ from gym_compose.contract import (
 )
 from gym_compose.errors import UserError
 from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
+from gym_compose.runtime_choice import LEAN, choose_runtime
 from gym_compose.service_spec import Limits, Mount, Overrides, Probe, Scheduling, read_docker_block
 
 __all__ = ["HEAD_PORT", "PROJECT_LABEL", "ROLE_BY_SERVER_TYPE", "SECRET_PREFIX", "SERVER_PORT"]  # and below
@@ -73,6 +74,10 @@ class Service:
     probe: Probe | None = None
     host_ipc: bool = False
     scheduling: Scheduling = Scheduling()  # replicas, placement, reservations (swarm, kubernetes)
+    # lean (gym_compose.server on the base image) | nemo_gym (the real package; runtime_choice.py)
+    runtime: str = LEAN
+    runtime_reason: str = "built-in implementation"
+    siblings: tuple[str, ...] = ()  # other servers of its search root its code imports (server_type/name)
 
 
 @dataclass
@@ -135,16 +140,21 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
             )
         taken[name] = instance.name
         docker_block = read_docker_block(instance.name, instance.spec.get("docker"))
+        source_dir = _source_dir(instance, roots)
+        choice = choose_runtime(source_dir, docker_block.runtime, instance.server_type)
         services.append(
             Service(
                 name=name,
                 role=ROLE_BY_SERVER_TYPE[instance.server_type],
                 instance=instance.name,
                 implementation=instance.implementation,
-                source_dir=_source_dir(instance, roots),
+                source_dir=source_dir,
                 limits=docker_block.limits,
                 overrides=docker_block.overrides,
                 scheduling=docker_block.scheduling,
+                runtime=choice.runtime,
+                runtime_reason=choice.reason,
+                siblings=choice.siblings,
             )
         )
         if options.publish_all or docker_block.publish:

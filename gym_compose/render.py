@@ -31,17 +31,21 @@ from gym_compose.contract import (
     PROJECT_ENV,
     PROJECT_LABEL,
     ROLE_LABEL,
+    ROOT_READY_ENV,
+    RUNTIME_LABEL,
     SECRETS_DIR,
     SERVER_USER,
     SESSION_KEY_FILE_ENV,
 )
 from gym_compose.paths import PROJECT_ROOT
 from gym_compose.plan import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
+from gym_compose.runtime_choice import NEMO_GYM
 from gym_compose.service_spec import GpuRequest, Limits, Mount, Overrides, Probe
 
 TEMPLATES_DIR = PROJECT_ROOT / "compose_templates"
 NETWORK = "gym"
 COMPOSE_FILE = "compose.yaml"
+NEMO_GYM_MEMORY = "1g"  # default memory limit of a server on the NeMo Gym runtime
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ def _server_service(
         **labels,
         ROLE_LABEL: service.role,
         **({INSTANCE_LABEL: service.instance} if service.instance else {}),
+        RUNTIME_LABEL: service.runtime,
     }
     environment = {
         CONFIG_DICT_ENV: network_yaml,
@@ -154,8 +159,14 @@ def _server_service(
     }
     if service.role == HEAD_ROLE:
         environment[HEAD_VIEW_ENV] = host_yaml
+    if service.role == HEAD_ROLE:
+        root_ready = [s.instance for s in stack.services if s.runtime == NEMO_GYM and s.instance]
+        if root_ready:
+            environment[ROOT_READY_ENV] = ",".join(root_ready)
     spec["healthcheck"] = copy.deepcopy(spec["healthcheck"])
-    spec["healthcheck"]["test"] = [*spec["healthcheck"]["test"], str(service.port)]
+    # a NeMo Gym-runtime server has no gym-compose readiness route: any answer on `/` will do
+    root_probe = ["--root"] if service.runtime == NEMO_GYM else []
+    spec["healthcheck"]["test"] = [*spec["healthcheck"]["test"], *root_probe, str(service.port)]
     spec["healthcheck"]["start_period"] = f"{_start_period_seconds(stack, service)}s"
     if service.published_port:
         spec["ports"] = [f"{stack.options.bind_address}:{service.published_port}:{service.port}"]
@@ -166,6 +177,9 @@ def _server_service(
         environment[SESSION_KEY_FILE_ENV] = f"{SECRETS_DIR}/{session_key_secret(service.name)}"
     environment.update(service.overrides.environment)
     spec["environment"] = environment
+    if service.runtime == NEMO_GYM:
+        # the real nemo_gym imports far more than the lean runtime (openai, mlflow, ray's client ...)
+        spec["mem_limit"] = NEMO_GYM_MEMORY
     spec.update(limit_fields(service.limits))
     spec.update(override_fields(service.overrides))
     return spec

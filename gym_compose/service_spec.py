@@ -18,6 +18,8 @@ LIMIT_KEYS = ("memory", "cpus", "pids", "shm_size", "gpus")
 OVERRIDE_KEYS = ("user", "cap_add", "read_only", "environment", "volumes", "extra_hosts")
 SCHEDULING_KEYS = ("replicas", "placement", "reservations")  # swarm and kubernetes; compose runs one
 PUBLISH_KEY = "publish"
+RUNTIME_KEY = "runtime"  # lean | nemo_gym | auto (gym_compose/runtime_choice.py)
+RUNTIME_VALUES = ("auto", "lean", "nemo_gym")
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class DockerBlock:
     overrides: Overrides = Overrides()
     publish: bool = False
     scheduling: Scheduling = Scheduling()
+    runtime: str | None = None  # None or "auto": chosen from the server's imports
 
 
 def read_scheduling(instance_name: str, block: dict[str, Any]) -> Scheduling:
@@ -140,7 +143,7 @@ def read_docker_block(instance_name: str, block: Any, extra_keys: tuple[str, ...
         return DockerBlock()
     if not isinstance(block, dict):
         raise UserError(f"{instance_name}: `docker` must be a mapping, got {block!r}")
-    allowed = {*LIMIT_KEYS, *OVERRIDE_KEYS, *SCHEDULING_KEYS, PUBLISH_KEY, *extra_keys}
+    allowed = {*LIMIT_KEYS, *OVERRIDE_KEYS, *SCHEDULING_KEYS, PUBLISH_KEY, RUNTIME_KEY, *extra_keys}
     unknown = set(block) - allowed
     if unknown:
         raise UserError(
@@ -173,4 +176,9 @@ def read_docker_block(instance_name: str, block: Any, extra_keys: tuple[str, ...
         volumes=tuple(block.get("volumes") or ()),
         extra_hosts=tuple(block.get("extra_hosts") or ()),
     )
-    return DockerBlock(limits, overrides, bool(block.get(PUBLISH_KEY)), read_scheduling(instance_name, block))
+    runtime = block.get(RUNTIME_KEY)
+    if runtime is not None and runtime not in RUNTIME_VALUES:
+        raise UserError(f"{instance_name}: docker.runtime must be one of {', '.join(RUNTIME_VALUES)}, got {runtime!r}",
+                        hint="e.g. ++" + instance_name + ".<server_type>.<implementation>.docker.runtime=nemo_gym")
+    return DockerBlock(limits, overrides, bool(block.get(PUBLISH_KEY)), read_scheduling(instance_name, block),
+                       None if runtime == "auto" else runtime)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from gym_compose.contract import PROJECT_LABEL
+from gym_compose.contract import PROJECT_LABEL, RUNTIME_LABEL
 from gym_compose.engine import postmortem
 from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
 from gym_compose.engine.docker_cli import DockerProcess, indented_tail, run_docker, start_docker
@@ -211,7 +211,17 @@ def _service_state(row: dict) -> ServiceState:
         exit_code=int(row.get("ExitCode") or 0),
         publishers=row.get("Publishers") or [],
         one_off=f"{ONE_OFF_LABEL}=True" in str(row.get("Labels") or ""),
+        runtime=_label(str(row.get("Labels") or ""), RUNTIME_LABEL),
     )
+
+
+def _label(labels: str, key: str) -> str:
+    """One label's value from `compose ps`'s comma-joined `key=value` list."""
+    for item in labels.split(","):
+        name, _, value = item.partition("=")
+        if name == key:
+            return value
+    return ""
 
 
 def require_compose() -> None:

@@ -17,12 +17,16 @@ from gym_compose.engine import docker_cli
 from gym_compose.engine.build_lock import file_lock
 from gym_compose.engine.image_build import inspect_image
 from gym_compose.engine.image_hash import ContentHash
-from gym_compose.engine.image_settings import DEBIAN_SUITE, IMAGE_LABEL, ImageSettings
+from gym_compose.engine.image_settings import DEBIAN_SUITE, IMAGE_LABEL, NEMO_GYM_PLATFORM, ImageSettings
 from gym_compose.errors import UserError
 
 MMDEBSTRAP_TIMEOUT_S = 900
 IMPORT_TIMEOUT_S = 600
-PACKAGES = ("python3", "python3-venv")
+# The C++ runtime and OpenMP, as the public slim image has them: manylinux wheels (numpy, pandas,
+# scipy, pyarrow, torch) link against the system's libstdc++ and many vendor no libgomp.
+PACKAGES = ("python3", "python3-venv", "libstdc++6", "libgomp1")
+# The NeMo Gym runtime's parent: Debian trixie's Python 3.13, which nemo-gym 0.7 needs.
+NEMO_GYM_PACKAGES = PACKAGES
 BUILD_PACKAGES = (*PACKAGES, "g++", "make", "cmake")
 # The parent of SWE task images (gym_compose/swe): a repository's tools, no gym-compose runtime.
 SWE_PACKAGES = ("python3", "python-is-python3", "python3-pytest", "git", "patch", "ca-certificates")
@@ -48,20 +52,21 @@ def image_changes(settings: ImageSettings, name: str = "debian-python") -> list[
     ]
 
 
-def mmdebstrap_command(settings: ImageSettings, output: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+def mmdebstrap_command(settings: ImageSettings, output: Path, packages: tuple[str, ...] = PACKAGES,
+                       suite: str = DEBIAN_SUITE) -> list[str]:
     command = ["mmdebstrap", "--variant=essential", "--include=" + ",".join(packages)]
-    if packages != PACKAGES:  # a toolchain needs none of its recommends (the Python image keeps its old key)
+    if packages != PACKAGES or suite != DEBIAN_SUITE:  # none of the recommends are needed
         command.append('--aptopt=APT::Install-Recommends "false"')
     command += [f"--dpkgopt={option}" for option in _EXCLUDED_PATHS]
-    command += [DEBIAN_SUITE, str(output)]
+    command += [suite, str(output)]
     if settings.debian_mirror:
         command.append(settings.debian_mirror)
     return command
 
 
-def rootfs_key(settings: ImageSettings, packages: tuple[str, ...] = PACKAGES) -> str:
+def rootfs_key(settings: ImageSettings, packages: tuple[str, ...] = PACKAGES, suite: str = DEBIAN_SUITE) -> str:
     """Names the cached root filesystem: everything that decides its content."""
-    command = mmdebstrap_command(settings, Path("rootfs.tar"), packages)
+    command = mmdebstrap_command(settings, Path("rootfs.tar"), packages, suite)
     return ContentHash().add_text("mmdebstrap", " ".join(command)).hexdigest()
 
 
@@ -73,10 +78,14 @@ def debian_build_tag(settings: ImageSettings) -> str:
     return _debian_tag(settings, "debian-build", BUILD_PACKAGES)
 
 
-def _debian_tag(settings: ImageSettings, name: str, packages: tuple[str, ...]) -> str:
+def nemo_gym_python_tag(settings: ImageSettings) -> str:
+    return _debian_tag(settings, "debian-python313", NEMO_GYM_PACKAGES, NEMO_GYM_PLATFORM.suite)
+
+
+def _debian_tag(settings: ImageSettings, name: str, packages: tuple[str, ...], suite: str = DEBIAN_SUITE) -> str:
     digest = (
         ContentHash()
-        .add_text("rootfs", rootfs_key(settings, packages))
+        .add_text("rootfs", rootfs_key(settings, packages, suite))
         .add_text("changes", "\n".join(image_changes(settings, name)))
         .hexdigest()
     )
@@ -100,17 +109,23 @@ def ensure_debian_swe_image(settings: ImageSettings, progress: Callable[[str], N
     return _ensure_debian_image(settings, progress, "debian-swe", SWE_PACKAGES)
 
 
+def ensure_nemo_gym_python_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:
+    """Tag of a local image with Debian trixie's Python 3.13: the parent of the NeMo Gym runtime
+    (docs/nemo-gym-runtime.md), which a registry-less machine cannot pull."""
+    return _ensure_debian_image(settings, progress, "debian-python313", NEMO_GYM_PACKAGES, NEMO_GYM_PLATFORM.suite)
+
+
 def _ensure_debian_image(settings: ImageSettings, progress: Callable[[str], None], name: str,
-                         packages: tuple[str, ...]) -> str:
-    tag = _debian_tag(settings, name, packages)
+                         packages: tuple[str, ...], suite: str = DEBIAN_SUITE) -> str:
+    tag = _debian_tag(settings, name, packages, suite)
     if inspect_image(tag) is not None:
         return tag
     with file_lock(settings.cache_dir / "locks" / f"{name}.lock"):
         if inspect_image(tag) is not None:
             return tag
-        rootfs = settings.cache_dir / "rootfs" / f"{rootfs_key(settings, packages)}.tar"
+        rootfs = settings.cache_dir / "rootfs" / f"{rootfs_key(settings, packages, suite)}.tar"
         if not rootfs.exists():
-            _make_rootfs(settings, rootfs, progress, packages)
+            _make_rootfs(settings, rootfs, progress, packages, suite)
         progress(f"offline {name}: importing {rootfs.name} as {tag}")
         changes = [arg for change in image_changes(settings, name) for arg in ("--change", change)]
         docker_cli.run_docker(["import", *changes, str(rootfs), tag], timeout=IMPORT_TIMEOUT_S)
@@ -118,7 +133,7 @@ def _ensure_debian_image(settings: ImageSettings, progress: Callable[[str], None
 
 
 def _make_rootfs(settings: ImageSettings, rootfs: Path, progress: Callable[[str], None],
-                 packages: tuple[str, ...] = PACKAGES) -> None:
+                 packages: tuple[str, ...] = PACKAGES, suite: str = DEBIAN_SUITE) -> None:
     if shutil.which("mmdebstrap") is None:
         raise UserError(
             "The base image cannot be pulled and mmdebstrap, which builds it offline, is not installed.",
@@ -127,8 +142,8 @@ def _make_rootfs(settings: ImageSettings, rootfs: Path, progress: Callable[[str]
         )
     rootfs.parent.mkdir(parents=True, exist_ok=True)
     partial = rootfs.with_suffix(".partial.tar")
-    command = mmdebstrap_command(settings, partial, packages)
-    progress(f"offline base: building a Debian {DEBIAN_SUITE} root filesystem with {', '.join(packages)}")
+    command = mmdebstrap_command(settings, partial, packages, suite)
+    progress(f"offline base: building a Debian {suite} root filesystem with {', '.join(packages)}")
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=MMDEBSTRAP_TIMEOUT_S)
     except subprocess.TimeoutExpired:

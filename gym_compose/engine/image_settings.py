@@ -18,6 +18,24 @@ DEBIAN_SUITE = "bookworm"
 # glibc of Debian bookworm; wheels for any manylinux up to this version run on the offline base.
 DEBIAN_GLIBC = (2, 36)
 
+
+@dataclass(frozen=True)
+class PythonPlatform:
+    """What wheels must fit: a CPython version on a Debian release (its glibc)."""
+
+    python: str  # major.minor, as the image's interpreter reports it
+    suite: str
+    glibc: tuple[int, int]
+    # pip's --python-version for downloads: a full version when a package's Requires-Python asks
+    # for a newer micro release than Debian ships (nemo-gym 0.7 says >=3.13.14; trixie has 3.13.5)
+    download_python: str = ""
+
+
+# The lean runtime (gym_compose.server) and the NeMo Gym runtime (the real nemo-gym package,
+# which needs Python 3.13: Debian trixie's).
+LEAN_PLATFORM = PythonPlatform(PYTHON_VERSION, DEBIAN_SUITE, DEBIAN_GLIBC)
+NEMO_GYM_PLATFORM = PythonPlatform("3.13", "trixie", (2, 41), download_python="3.13.14")
+
 _TRUE = {"1", "true", "yes", "on"}
 
 

@@ -30,6 +30,7 @@ from gym_compose.engine.native_build import (
     native_env,
     native_requirements,
 )
+from gym_compose.engine.server_requirements import server_requirements
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
@@ -46,8 +47,6 @@ CONTAINER_MODULES = frozenset({"__init__.py", "errors.py", "contract.py", "serve
 SERVER_SKIPPED = ("tests",)
 PULL_TIMEOUT_S = 900
 OFFLINE_PIP_OPTIONS = "--no-index"
-# NeMo Gym servers list the NeMo Gym package itself; the base image's runtime stands in for it.
-_NEMO_GYM_REQUIREMENT = re.compile(r"^\s*(-e\s+)?nemo[-_]gym\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -273,16 +272,6 @@ def image_name(implementation: str) -> str:
     if not name:
         raise UserError(f"Cannot derive an image name from implementation folder {implementation!r}.")
     return name
-
-
-def server_requirements(implementation_dir: Path) -> str:
-    """The installable lines of requirements.txt ('' when absent or empty)."""
-    path = implementation_dir / "requirements.txt"
-    if not path.is_file():
-        return ""
-    lines = [line.strip() for line in path.read_text().splitlines()]
-    kept = [line for line in lines if line and not line.startswith("#") and not _NEMO_GYM_REQUIREMENT.match(line)]
-    return "\n".join(kept) + "\n" if kept else ""
 
 
 def server_dockerfile(has_requirements: bool) -> str:

@@ -38,6 +38,7 @@ class ServiceState:
     exit_code: int
     publishers: list[dict] = field(default_factory=list)  # Compose's `Publishers` rows
     one_off: bool = False  # a one-off run (the collector), not a server
+    runtime: str = ""  # lean | nemo_gym (a server's RUNTIME_LABEL); "" when not a server of ours
 
     @property
     def serving(self) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gym_compose.engine.build_lock import file_lock
 from gym_compose.engine.image_hash import ContentHash
-from gym_compose.engine.image_settings import DEBIAN_GLIBC, PYTHON_VERSION, machine_arch
+from gym_compose.engine.image_settings import LEAN_PLATFORM, PythonPlatform, machine_arch
 from gym_compose.errors import UserError
 
 PIP_TIMEOUT_S = 900
@@ -26,19 +26,20 @@ _COMPLETE_MARKER = ".complete"
 _MISSING_DISTRIBUTION = re.compile(r"satisfies the requirement (\S+)")
 
 
-def platform_tags(arch: str | None = None) -> list[str]:
-    """manylinux tags that run on the offline base (Debian bookworm's glibc), newest first."""
+def platform_tags(arch: str | None = None, platform: PythonPlatform = LEAN_PLATFORM) -> list[str]:
+    """manylinux tags that run on the offline base (its Debian release's glibc), newest first."""
     arch = arch or machine_arch()
-    major, newest_minor = DEBIAN_GLIBC
+    major, newest_minor = platform.glibc
     tags = [f"manylinux_{major}_{minor}_{arch}" for minor in range(newest_minor, 16, -1)]
     return tags + [f"manylinux2014_{arch}"]  # pip widens this one to manylinux2010 and manylinux1
 
 
-def target_options() -> list[str]:
-    python_tag = "cp" + PYTHON_VERSION.replace(".", "")
-    options = ["--only-binary=:all:", "--python-version", PYTHON_VERSION, "--implementation", "cp"]
+def target_options(platform: PythonPlatform = LEAN_PLATFORM) -> list[str]:
+    python_tag = "cp" + platform.python.replace(".", "")
+    version = platform.download_python or platform.python
+    options = ["--only-binary=:all:", "--python-version", version, "--implementation", "cp"]
     options += ["--abi", python_tag]
-    for tag in platform_tags():
+    for tag in platform_tags(platform=platform):
         options += ["--platform", tag]
     return options
 
@@ -48,13 +49,14 @@ def ensure_wheelhouse(
     cache_dir: Path,
     progress: Callable[[str], None],
     constraints: str = "",
+    platform: PythonPlatform = LEAN_PLATFORM,
 ) -> Path:
     """A folder with wheels for `requirements` (and their dependencies) for the offline base."""
     key = (
         ContentHash()
         .add_text("requirements", requirements)
         .add_text("constraints", constraints)
-        .add_text("target", " ".join(target_options()))
+        .add_text("target", " ".join(target_options(platform)))
         .hexdigest()
     )
     wheelhouse = cache_dir / "wheels" / key
@@ -63,11 +65,11 @@ def ensure_wheelhouse(
     with file_lock(cache_dir / "locks" / f"wheels-{key}.lock"):
         if (wheelhouse / _COMPLETE_MARKER).exists():
             return wheelhouse
-        progress(f"wheelhouse: downloading wheels for {_describe(requirements)} (python {PYTHON_VERSION})")
+        progress(f"wheelhouse: downloading wheels for {_describe(requirements)} (python {platform.python})")
         wheelhouse.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=wheelhouse.parent))
         try:
-            _download(requirements, constraints, staging)
+            _download(requirements, constraints, staging, platform)
             (staging / _COMPLETE_MARKER).write_text("")
             if wheelhouse.exists():
                 shutil.rmtree(wheelhouse)
@@ -86,13 +88,13 @@ def pinned_versions(wheelhouse: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _download(requirements: str, constraints: str, target: Path) -> None:
+def _download(requirements: str, constraints: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM) -> None:
     (target / "requirements.txt").write_text(requirements)
     (target / "constraints.txt").write_text(constraints)
     command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet"]
     command += ["--dest", str(target), "--find-links", str(target)]
     command += ["-r", str(target / "requirements.txt"), "-c", str(target / "constraints.txt")]
-    command += target_options()
+    command += target_options(platform)
     for _ in range(MAX_SDIST_BUILDS):
         completed = _run_pip(command)
         if completed.returncode == 0:
@@ -102,11 +104,11 @@ def _download(requirements: str, constraints: str, target: Path) -> None:
         missing = _MISSING_DISTRIBUTION.search(completed.stderr)
         if not missing:
             raise _pip_error("download wheels", completed.stderr)
-        _build_pure_python_wheel(missing.group(1), target)
+        _build_pure_python_wheel(missing.group(1), target, platform)
     raise UserError(f"Too many packages without wheels in:\n{requirements}")
 
 
-def _build_pure_python_wheel(requirement: str, target: Path) -> None:
+def _build_pure_python_wheel(requirement: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM) -> None:
     """No wheel for the image's platform: build one on the host; only pure-Python ones fit."""
     with tempfile.TemporaryDirectory() as scratch:
         command = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--quiet"]
@@ -117,7 +119,7 @@ def _build_pure_python_wheel(requirement: str, target: Path) -> None:
         for wheel in Path(scratch).glob("*.whl"):
             if not wheel.name.endswith("-none-any.whl"):
                 raise UserError(
-                    f"{requirement!r} has no wheel for Linux {machine_arch()} / Python {PYTHON_VERSION}, "
+                    f"{requirement!r} has no wheel for Linux {machine_arch()} / Python {platform.python}, "
                     "and it is not pure Python, so it cannot be installed into the offline base image.",
                     hint="pin a version that publishes manylinux wheels, or build with a registry "
                     "reachable (unset GYM_COMPOSE_OFFLINE)",

@@ -117,9 +117,11 @@ class PeersReadiness:
     parallel, and the head's own healthcheck turns healthy only once all of them are.
     """
 
-    def __init__(self, global_config: dict[str, Any]):
+    def __init__(self, global_config: dict[str, Any], root_ready: frozenset[str] = frozenset()):
         from gym_compose.server.context import HEAD_INSTANCE, SERVER_TYPES
 
+        # NeMo Gym-runtime servers have no gym-compose route: any answer on `/` means ready
+        self.root_ready = root_ready
         self.pending: dict[str, str] = {}
         for name, entry in global_config.items():
             if name == HEAD_INSTANCE or not isinstance(entry, dict):
@@ -153,6 +155,9 @@ class PeersReadiness:
             async with httpx.AsyncClient(timeout=2.0) as client:
                 async def is_ready(name: str, url: str) -> bool:
                     try:
+                        if name in self.root_ready:
+                            await client.get(url + "/")
+                            return True
                         return (await client.get(url + READY_PATH)).status_code == 200
                     except (httpx.TransportError, OSError):
                         return False

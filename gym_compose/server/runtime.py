@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Optional
 
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.routing import Route
 
+from gym_compose.contract import ROOT_READY_ENV
 from gym_compose.server.base import BaseServer
 from gym_compose.server.context import ServerConfigError, ServerContext, load_context
 from gym_compose.server.peers import PeerClient
@@ -87,7 +89,8 @@ class ServerApp:
         self.server = server
         self.readiness: Readiness | PeersReadiness
         if context.is_head:
-            self.readiness = PeersReadiness(context.global_config)
+            root_ready = frozenset(filter(None, os.environ.get(ROOT_READY_ENV, "").split(",")))
+            self.readiness = PeersReadiness(context.global_config, root_ready)
         else:
             self.readiness = Readiness(context.spec, context.global_config)
         self.inner = ErrorBoundary(inner, context.name)

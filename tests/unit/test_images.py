@@ -76,7 +76,7 @@ def engine(monkeypatch, tmp_path):
     monkeypatch.delenv("GYM_COMPOSE_BASE_IMAGE", raising=False)
     monkeypatch.delenv("GYM_COMPOSE_IMAGE_PREFIX", raising=False)
 
-    def fake_rootfs(settings, rootfs, progress, packages=debian_base.PACKAGES):
+    def fake_rootfs(settings, rootfs, progress, packages=debian_base.PACKAGES, suite="bookworm"):
         rootfs.parent.mkdir(parents=True, exist_ok=True)
         rootfs.write_bytes(b"rootfs")
 

@@ -50,7 +50,7 @@ def offline_engine(monkeypatch, tmp_path):
     requirements.write_text("fastapi\n")
     monkeypatch.setattr(images, "RUNTIME_REQUIREMENTS", requirements)
 
-    def fake_rootfs(settings, rootfs, progress, packages=None):
+    def fake_rootfs(settings, rootfs, progress, packages=None, suite="bookworm"):
         fake.rootfs_packages = getattr(fake, "rootfs_packages", []) + [packages]
         rootfs.parent.mkdir(parents=True, exist_ok=True)
         rootfs.write_bytes(b"rootfs")

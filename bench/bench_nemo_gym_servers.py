@@ -1,0 +1,270 @@
+"""Sweep NeMo Gym 0.7's own resources servers through gym-compose with the built-in mock model.
+
+    .venv/bin/python bench/bench_nemo_gym_servers.py                   # every server that needs no external service
+    .venv/bin/python bench/bench_nemo_gym_servers.py --limit 20        # the first 20 of them (alphabetical)
+    .venv/bin/python bench/bench_nemo_gym_servers.py --only wordle mcqa
+    .venv/bin/python bench/bench_nemo_gym_servers.py --report FILE     # reprint the table of an earlier sweep
+
+The released nemo-gym 0.7.0 wheel (downloaded once, unpacked under ~/.cache/gym-compose) is the
+`--search-dir`, as a user points gym-compose at a NeMo Gym checkout. For each resources server the
+merged config (`gym-compose resolve`) decides whether it can run here at all: a server that needs
+a judge model, an API key or endpoint, a sandbox provider, a GPU stack or the internet at build
+time is excluded, with the reason. Every other one is started with its example rows
+(`data/example.jsonl`) through `gym-compose up --input`, with the mock model as policy_model.
+Each result is appended to a JSON-lines file as it finishes (a long sweep can be stopped and its
+table still printed); the table: server, runtime, built, healthy, rollouts ok/failed, mean reward.
+The mock model cannot solve tasks, so rewards say little; `ok` counts rollouts that completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gym_compose.engine.server_requirements import server_requirements  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [str(REPO / ".venv" / "bin" / "gym-compose")]
+NEMO_GYM_VERSION = "0.7.0"
+EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
+URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")  # after nemo-gym's own lines are dropped
+GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)", re.IGNORECASE | re.MULTILINE)
+
+
+def nemo_gym_tree() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gym-compose" / f"nemo-gym-{NEMO_GYM_VERSION}"
+    tree = cache / "tree"
+    if not (tree / "resources_servers").is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--ignore-requires-python",
+                        "--dest", str(cache), f"nemo-gym=={NEMO_GYM_VERSION}"], check=True, timeout=600)
+        (wheel,) = cache.glob("nemo_gym-*.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(tree)
+    return tree
+
+
+def selector(server_dir: Path) -> str | None:
+    """`name` when configs/<name>.yaml exists, else `name/<first flavor>`."""
+    configs = server_dir / "configs"
+    if (configs / f"{server_dir.name}.yaml").is_file():
+        return server_dir.name
+    flavors = sorted(configs.glob("*.yaml")) if configs.is_dir() else []
+    return f"{server_dir.name}/{flavors[0].stem}" if flavors else None
+
+
+def walk(node: Any, path: str = ""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from walk(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from walk(value, f"{path}[{index}]")
+    else:
+        yield path, node
+
+
+def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: str = "") -> str | None:
+    """Why this server cannot run here (no external service reachable, no GPU), or None."""
+    if config is None:
+        lowered = resolve_error.lower()
+        for word, why in (("judge", "needs a judge model"), ("genrm", "needs a judge model"),
+                          ("api_key", "needs an API key"), ("base_url", "needs a real model endpoint"),
+                          ("policy_base_url", "needs a real model endpoint")):
+            if word in lowered:
+                return f"{why} ({resolve_error[:120]})"
+        return None
+    requirements = server_requirements(server_dir)
+    extra_models = [key for key, value in config.items() if isinstance(value, dict)
+                    and "responses_api_models" in value and key != "policy_model"]
+    if extra_models:
+        return f"needs a second model server ({', '.join(extra_models)}: a judge or user simulator)"
+    for path, value in walk(config):
+        if path.startswith("policy_"):
+            continue
+        if value == "???":
+            return f"leaves {path} open (a key or endpoint to supply)"
+        leaf = path.rsplit(".", 1)[-1]
+        if "sandbox" in leaf.lower() and value not in (None, False, "", {}):
+            return "needs a sandbox provider"
+        if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value and "policy" not in path.split(".")[0] \
+                and not path.startswith("policy_model"):
+            return f"needs an external service ({path})"
+    if GPU_REQUIREMENT.search(requirements):
+        return "needs a GPU stack (torch/vllm/CUDA packages)"
+    if URL_REQUIREMENT.search(requirements):
+        return "needs the internet at build time (git/URL requirement)"
+    return None
+
+
+def resolve(tree: Path, chosen: str, cwd: Path) -> tuple[dict[str, Any] | None, str, str]:
+    done = subprocess.run([*CLI, "resolve", "--search-dir", str(tree), "--resources-server", chosen],
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        return None, "", last_line(done.stderr)
+    config = yaml.safe_load(done.stdout)
+    implementation = chosen.split("/")[0]
+    # the instance (whatever its name) that runs this resources server's code
+    names = [key for key, value in config.items() if isinstance(value, dict)
+             and implementation in (value.get("resources_servers") or {})]
+    runtime = ""
+    for line in done.stderr.splitlines():
+        instance, _, rest = line.strip().partition(": ")
+        if instance in names[:1]:
+            runtime = rest
+    return config, runtime, ""
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if line.lower().startswith(("error", "gym-compose: error"))]
+    return (errors or lines or ["?"])[-1][:200]
+
+
+def run_server(tree: Path, server_dir: Path, index: int, timeout: float) -> dict[str, Any]:
+    name = server_dir.name
+    result: dict[str, Any] = {"server": name, "runtime": "-", "built": False, "healthy": False, "ok": 0,
+                              "failed": 0, "mean_reward": None, "excluded": None, "error": None, "seconds": 0.0}
+    chosen = selector(server_dir)
+    rows = server_dir / "data" / "example.jsonl"
+    if chosen is None or not rows.is_file():
+        result["excluded"] = "no config or no data/example.jsonl"
+        return result
+    with tempfile.TemporaryDirectory(prefix=f"ngsweep-{name}-") as scratch:
+        cwd = Path(scratch)
+        config, runtime, error = resolve(tree, chosen, cwd)
+        result["runtime"] = runtime.split(" ")[0] if runtime else "-"
+        result["runtime_reason"] = runtime
+        why = exclusion(server_dir, config, error)
+        if why:
+            result["excluded"] = why
+            return result
+        if config is None:
+            result["error"] = f"resolve: {error}"
+            return result
+        project = f"ngsweep-{index}-{re.sub('[^a-z0-9]+', '-', name.lower())}"[:60].strip("-")
+        started = time.monotonic()
+        try:
+            done = subprocess.run([*CLI, "up", "-p", project, "--search-dir", str(tree), "--resources-server", chosen,
+                                   "--input", str(rows), "--head-port", str(12000 + index % 4000)],
+                                  cwd=cwd, capture_output=True, text=True, timeout=timeout)
+            output = done.stdout + done.stderr
+        except subprocess.TimeoutExpired as expired:
+            output = f"{expired.stdout or ''}{expired.stderr or ''}"
+            result["error"] = f"timed out after {timeout:.0f} s"
+        finally:
+            subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"],
+                           capture_output=True, timeout=300)
+        result["seconds"] = round(time.monotonic() - started, 1)
+        output = output if isinstance(output, str) else output.decode("utf-8", "replace")
+        result["built"] = "starting " in output
+        result["healthy"] = bool(re.search(r"all \d+ services healthy", output))
+        runs = sorted((cwd / "results").glob("*/rollouts.jsonl")) if (cwd / "results").is_dir() else []
+        if runs:
+            rollouts = [json.loads(line) for line in runs[-1].read_text().splitlines() if line.strip()]
+            failures = runs[-1].with_name("rollouts_failures.jsonl")
+            result["ok"] = len(rollouts)
+            result["failed"] = len(failures.read_text().splitlines()) if failures.is_file() else 0
+            rewards = [float(r["reward"]) for r in rollouts if isinstance(r.get("reward"), (int, float))]
+            result["mean_reward"] = round(sum(rewards) / len(rewards), 3) if rewards else None
+            if result["failed"] and failures.is_file():
+                first = json.loads(failures.read_text().splitlines()[0])
+                result["error"] = result["error"] or str(first.get("error") or first)[:200]
+        if not result["error"] and (done.returncode != 0 or not runs):
+            result["error"] = last_line(output)
+    return result
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    ran = [r for r in results if not r["excluded"]]
+    rows = [("SERVER", "RUNTIME", "BUILT", "HEALTHY", "OK", "FAILED", "MEAN REWARD", "SECONDS")]
+    for r in ran:
+        rows.append((r["server"], r["runtime"], "yes" if r["built"] else "no", "yes" if r["healthy"] else "no",
+                     str(r["ok"]), str(r["failed"]), "-" if r["mean_reward"] is None else f"{r['mean_reward']:.3f}",
+                     f"{r['seconds']:.0f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    complete = [r for r in ran if r["ok"] and not r["failed"]]
+    print(f"\n{len(ran)} servers run: {sum(r['built'] for r in ran)} built, {sum(r['healthy'] for r in ran)} healthy, "
+          f"{len(complete)} with every example rollout ok; "
+          f"runtimes: {sum(r['runtime'] == 'lean' for r in ran)} lean, {sum(r['runtime'] == 'nemo_gym' for r in ran)} nemo_gym")
+    problems = [r for r in ran if r["error"]]
+    if problems:
+        print("\nerrors:")
+        for r in problems:
+            print(f"  {r['server']}: {r['error']}")
+    excluded = [r for r in results if r["excluded"]]
+    if excluded:
+        print(f"\nexcluded ({len(excluded)}):")
+        for r in excluded:
+            print(f"  {r['server']}: {r['excluded']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nemo-gym", type=Path, help="an unpacked nemo-gym tree (default: the 0.7.0 wheel, cached)")
+    parser.add_argument("--only", nargs="*", default=[], help="these resources servers only")
+    parser.add_argument("--limit", type=int, default=0, help="the first N servers that are not excluded")
+    parser.add_argument("--jobs", type=int, default=1, help="servers run at once")
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds for one server's `up`")
+    parser.add_argument("--results", type=Path, help="JSON-lines file the results are appended to")
+    parser.add_argument("--report", type=Path, help="print the table of an earlier sweep's results file and stop")
+    options = parser.parse_args()
+    if options.report:
+        print_table([json.loads(line) for line in options.report.read_text().splitlines() if line.strip()])
+        return 0
+    os.environ.setdefault("GYM_COMPOSE_OFFLINE", "1")
+    tree = (options.nemo_gym or nemo_gym_tree()).resolve()
+    servers = sorted(p for p in (tree / "resources_servers").iterdir() if (p / "app.py").is_file())
+    if options.only:
+        servers = [p for p in servers if p.name in options.only]
+    results_file = options.results or Path(tempfile.gettempdir()) / f"nemo-gym-sweep-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    print(f"sweeping {len(servers)} resources servers of {tree}; results appended to {results_file}", file=sys.stderr)
+    results: list[dict[str, Any]] = []
+    started = 0
+
+    def one(item: tuple[int, Path]) -> dict[str, Any]:
+        result = run_server(tree, item[1], item[0], options.timeout)
+        with results_file.open("a") as out:
+            out.write(json.dumps(result) + "\n")
+        state = result["excluded"] and f"excluded: {result['excluded']}" or \
+            f"{result['runtime']} built={result['built']} healthy={result['healthy']} ok={result['ok']} " \
+            f"failed={result['failed']} {result['error'] or ''}"
+        print(f"  {result['server']}: {state}", file=sys.stderr, flush=True)
+        return result
+
+    # static exclusions first (cheap), then the runs, `--limit` of them
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        pending = []
+        for index, server in enumerate(servers):
+            if options.limit and started >= options.limit:
+                break
+            with tempfile.TemporaryDirectory() as scratch:
+                config, _, error = resolve(tree, selector(server) or server.name, Path(scratch))
+            if exclusion(server, config, error) or config is None:
+                results.append(one((index, server)))
+                continue
+            started += 1
+            pending.append(pool.submit(one, (index, server)))
+        results += [future.result() for future in pending]
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

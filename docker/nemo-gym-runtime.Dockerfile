@@ -1,0 +1,41 @@
+# The NeMo Gym runtime (docs/nemo-gym-runtime.md): the real nemo-gym package and its dependencies
+# on a Python it supports (3.13), in one venv shared by every server that runs on it, plus the
+# gym_compose container modules for the launcher and the healthcheck. Built by
+# gym_compose/engine/nemo_gym_images.py: PARENT_IMAGE is the offline Debian trixie image (or
+# python:3.13-slim); PIP_INSTALL_OPTIONS is --no-index when wheels/ holds every wheel (offline).
+# nemo-gym 0.7 asks for Python >=3.13.14; trixie ships 3.13.5, hence --ignore-requires-python.
+ARG PARENT_IMAGE
+
+FROM ${PARENT_IMAGE} AS venv
+ARG PIP_INSTALL_OPTIONS=""
+COPY wheels/ /tmp/wheels/
+COPY requirements.txt /tmp/requirements.txt
+RUN python3 -m venv /opt/venv \
+ && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --quiet --ignore-requires-python \
+        ${PIP_INSTALL_OPTIONS} --find-links /tmp/wheels -r /tmp/requirements.txt \
+ && echo /opt/gym-compose > "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gym_compose.pth"
+COPY gym_compose/ /opt/gym-compose/gym_compose/
+
+FROM ${PARENT_IMAGE}
+ARG PARENT_IMAGE
+LABEL io.gym-compose.image=nemo-gym-runtime io.gym-compose.image.parent=${PARENT_IMAGE}
+RUN echo 'server:x:10001:10001:gym-compose server:/home/server:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'server:x:10001:' >> /etc/group \
+ && mkdir -p /home/server /srv/gym \
+ && chown 10001:10001 /home/server /srv/gym
+# GIT_PYTHON_REFRESH: nemo_gym imports GitPython, which refuses to import without a git binary.
+ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    VIRTUAL_ENV=/opt/venv \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    LANG=C.UTF-8 \
+    HOME=/tmp/nemo_gym/home \
+    GIT_PYTHON_REFRESH=quiet \
+    RAY_USAGE_STATS_ENABLED=0 \
+    HF_HUB_OFFLINE=1 \
+    PYTHONPATH=/srv/gym
+USER 10001:10001
+WORKDIR /srv/gym
+CMD ["python", "-m", "gym_compose.server.nemo_gym_launch"]
+COPY --from=venv /opt/venv /opt/venv
+COPY --from=venv /opt/gym-compose /opt/gym-compose

@@ -1,0 +1,75 @@
+"""Which runtime a server gets, from its imports (ast), the docker.runtime key, and the launcher's
+environment for NeMo Gym-runtime servers."""
+
+from __future__ import annotations
+
+import yaml
+import pytest
+
+from gym_compose.errors import UserError
+from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, missing_from_compat
+from gym_compose.server.nemo_gym_launch import launch_environment
+from gym_compose.service_spec import read_docker_block
+
+
+def server(root, name, code, server_type="resources_servers"):
+    folder = root / server_type / name
+    folder.mkdir(parents=True)
+    (folder / "app.py").write_text(code)
+    return folder
+
+
+def test_a_server_whose_imports_the_layer_provides_runs_lean(tmp_path):
+    folder = server(tmp_path, "ok", "from nemo_gym.base_resources_server import SimpleResourcesServer\n"
+                                    "from nemo_gym import server_utils\n")
+    choice = choose_runtime(folder, None, "resources_servers")
+    assert choice.runtime == LEAN and "compatibility layer" in choice.reason
+
+
+def test_a_missing_module_or_name_picks_the_nemo_gym_runtime_and_says_which(tmp_path):
+    folder = server(tmp_path, "judge", "from nemo_gym.judge import Judge\n"
+                                       "from nemo_gym.base_resources_server import NoSuchThing\n")
+    (folder / "tests").mkdir()
+    (folder / "tests" / "test_app.py").write_text("import nemo_gym.testing_only\n")  # tests are not read
+    assert missing_from_compat(folder) == ["nemo_gym.base_resources_server.NoSuchThing", "nemo_gym.judge"]
+    choice = choose_runtime(folder, None, "resources_servers")
+    assert choice.runtime == NEMO_GYM and "nemo_gym.judge" in choice.reason
+
+
+def test_importing_another_server_of_the_root_picks_nemo_gym_and_names_it_transitively(tmp_path):
+    server(tmp_path, "base", "from resources_servers.deeper.app import X\n")
+    server(tmp_path, "deeper", "X = 1\n")
+    folder = server(tmp_path, "user", "from resources_servers.base.app import X\n"
+                                      "from resources_servers.user.helpers import y\n")
+    choice = choose_runtime(folder, None, "resources_servers")
+    assert choice.runtime == NEMO_GYM
+    assert choice.siblings == ("resources_servers/base", "resources_servers/deeper")
+
+
+def test_the_config_key_overrides_the_choice_and_builtins_stay_lean(tmp_path):
+    folder = server(tmp_path, "ok", "import json\n")
+    assert choose_runtime(folder, NEMO_GYM, "resources_servers").runtime == NEMO_GYM
+    assert choose_runtime(None, NEMO_GYM).runtime == LEAN
+    assert read_docker_block("x", {"runtime": "nemo_gym"}).runtime == NEMO_GYM
+    assert read_docker_block("x", {"runtime": "auto"}).runtime is None
+    with pytest.raises(UserError, match="docker.runtime must be one of"):
+        read_docker_block("x", {"runtime": "fast"})
+
+
+def test_the_launcher_starts_the_entrypoint_as_gym_env_start_does(tmp_path):
+    folder = server(tmp_path, "srv", "print('hi')\n")
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "key").write_text("s3cret\n")
+    config = {"srv": {"resources_servers": {"srv": {"entrypoint": "app.py", "host": "srv", "port": 8000,
+                                                    "api_key": "secret://key"}}},
+              "head_server": {"host": "head", "port": 11000}}
+    cwd, environ, argv = launch_environment({"NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config),
+                                             "NEMO_GYM_CONFIG_PATH": "srv", "GYM_COMPOSE_SERVER_DIR": str(folder),
+                                             "GYM_COMPOSE_SECRETS_DIR": str(secrets)})
+    assert cwd == folder and argv[1:] == ["app.py"]
+    assert environ["PYTHONPATH"].split(":")[:2] == [str(folder), "/srv/gym"]
+    handed = yaml.safe_load(environ["NEMO_GYM_CONFIG_DICT"])
+    spec = handed["srv"]["resources_servers"]["srv"]
+    assert spec["host"] == "0.0.0.0" and spec["api_key"] == "s3cret"
+    assert handed["dry_run"] is False and handed["head_server"] == {"host": "head", "port": 11000}
