@@ -28,7 +28,7 @@ def test_the_healthcheck_probes_ask_the_contracts_readiness_path():
     assert healthcheck.READY_PATH == contract.READY_PATH  # it runs with python -I -S: no package to import
     script = PACKAGE / "server" / "healthcheck.sh"  # the containers' probe: bash, no package to import
     assert script.relative_to(REPO).as_posix() == contract.HEALTHCHECK_SCRIPT.removeprefix(contract.RUNTIME_ROOT + "/")
-    assert f"GET {contract.READY_PATH} HTTP/1.0" in script.read_text()
+    assert f"path={contract.READY_PATH} " in script.read_text()  # the default; --root asks / instead
 
 
 def test_compose_templates_spell_the_contracts_user_and_probe():
