@@ -22,6 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import container_seconds  # noqa: E402  (bench/machine.py)
+
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
 PROJECT = "gym-compose-bench"
@@ -61,21 +64,6 @@ def _parse_size(text: str) -> int:
     return int(float(text))
 
 
-def cpu_nanoseconds(container_id: str) -> int | None:
-    full = run(["docker", "inspect", "-f", "{{.Id}}", container_id]).stdout.strip()
-    for path in (f"/sys/fs/cgroup/cpuacct/docker/{full}/cpuacct.usage",
-                 f"/sys/fs/cgroup/system.slice/docker-{full}.scope/cpu.stat"):
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        if path.endswith("cpu.stat"):
-            usage = next(line for line in text.splitlines() if line.startswith("usage_usec"))
-            return int(usage.split()[1]) * 1000
-        return int(text)
-    return None
-
-
 def image_sizes() -> dict[str, int]:
     out = run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", "gym-compose/*"]).stdout
     sizes = {}
@@ -108,11 +96,12 @@ def main() -> None:
     time.sleep(5)  # let start-up work settle before measuring idle
     ids = containers()
     memory = memory_bytes(ids)
-    before = {cid: cpu_nanoseconds(cid) for cid in ids}
+    full_ids = run(["docker", "inspect", "-f", "{{.Id}}", *ids]).stdout.split()
+    before = {cid: container_seconds(cid) for cid in full_ids}
     time.sleep(10)
-    after = {cid: cpu_nanoseconds(cid) for cid in ids}
-    idle_cpu = (sum(after[c] - before[c] for c in ids if before[c] is not None and after[c] is not None) / 10 / 1e6
-                if all(v is not None for v in before.values()) else None)
+    after = {cid: container_seconds(cid) for cid in full_ids}
+    idle_cpu = (sum(after[c] - before[c] for c in full_ids if before[c] is not None and after[c] is not None) / 10
+                * 1e3 if all(v is not None for v in before.values()) else None)
     gym_compose("down", "-p", PROJECT)
 
     sizes = image_sizes()
