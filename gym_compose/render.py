@@ -159,7 +159,6 @@ def _server_service(
     }
     if service.role == HEAD_ROLE:
         environment[HEAD_VIEW_ENV] = host_yaml
-    if service.role == HEAD_ROLE:
         root_ready = [s.instance for s in stack.services if s.runtime == NEMO_GYM and s.instance]
         if root_ready:
             environment[ROOT_READY_ENV] = ",".join(root_ready)
