@@ -99,6 +99,9 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
                           ("policy_base_url", "needs a real model endpoint")):
             if word in lowered:
                 return f"{why} ({resolve_error[:120]})"
+        unset = re.search(r"interpolation \$\{([^}]+)\} in (\S+) has no target", resolve_error)
+        if unset:  # NeMo Gym stops on it too: a value (image, path, endpoint) the user must supply
+            return f"leaves {unset.group(1)} unset (used by {unset.group(2)}): a value to supply"
         return None
     if server_dir.name in FETCHES_AT_START_UP:
         return f"needs the {FETCHES_AT_START_UP[server_dir.name]}"
