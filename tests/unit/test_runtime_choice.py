@@ -7,7 +7,8 @@ import yaml
 import pytest
 
 from gym_compose.errors import UserError
-from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, missing_from_compat
+from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, compat_names, missing_from_compat
+from gym_compose.server.compat.names import MODULES
 from gym_compose.server.nemo_gym_launch import launch_environment
 from gym_compose.service_spec import read_docker_block
 
@@ -73,3 +74,7 @@ def test_the_launcher_starts_the_entrypoint_as_gym_env_start_does(tmp_path):
     spec = handed["srv"]["resources_servers"]["srv"]
     assert spec["host"] == "0.0.0.0" and spec["api_key"] == "s3cret"
     assert handed["dry_run"] is False and handed["head_server"] == {"host": "head", "port": 11000}
+
+
+def test_the_host_side_name_table_is_what_the_layer_gives():
+    assert compat_names() == {module: frozenset(attributes()) for module, attributes in MODULES.items()}
