@@ -58,9 +58,9 @@ class _Import:
 @lru_cache(maxsize=1)
 def compat_names() -> dict[str, frozenset[str]]:
     """NeMo Gym module path -> the names the compatibility layer gives it."""
-    from gym_compose.server.compat.names import MODULES
+    from gym_compose.server.compat.exported import EXPORTED
 
-    return {module: frozenset(attributes()) for module, attributes in MODULES.items()}
+    return {module: frozenset(names) for module, names in EXPORTED.items()}
 
 
 def choose_runtime(implementation_dir: Path | None, requested: str | None = None,

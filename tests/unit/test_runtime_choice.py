@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from gym_compose.errors import UserError
-from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, missing_from_compat
+from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, compat_names, missing_from_compat
+from gym_compose.server.compat.names import MODULES
 from gym_compose.server.nemo_gym_launch import launch_environment
 from gym_compose.service_spec import read_docker_block
 
@@ -95,3 +96,7 @@ def test_own_modules_are_followed_by_their_checkout_path(tmp_path):
     (folder / "runner.py").write_text("import ray\nrun = None\n")
     choice = choose_runtime(folder, None, "resources_servers")
     assert choice.runtime == NEMO_GYM and "ray" in choice.reason
+
+
+def test_the_host_side_name_table_is_what_the_layer_gives():
+    assert compat_names() == {module: frozenset(attributes()) for module, attributes in MODULES.items()}
