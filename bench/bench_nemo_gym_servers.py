@@ -215,13 +215,14 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
                                   cwd=cwd, capture_output=True, text=True, timeout=timeout)
             output = done.stdout + done.stderr
         except subprocess.TimeoutExpired as expired:
-            output = f"{expired.stdout or ''}{expired.stderr or ''}"
+            # TimeoutExpired carries bytes even when the run asked for text
+            output = "".join(part.decode("utf-8", "replace") if isinstance(part, bytes) else part or ""
+                             for part in (expired.stdout, expired.stderr))
             result["error"] = f"timed out after {timeout:.0f} s"
         finally:
             subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"],
                            capture_output=True, timeout=300)
         result["seconds"] = round(time.monotonic() - started, 1)
-        output = output if isinstance(output, str) else output.decode("utf-8", "replace")
         if logs:
             logs.mkdir(parents=True, exist_ok=True)
             (logs / f"{name}.log").write_text(output)
