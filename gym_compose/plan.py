@@ -100,11 +100,17 @@ def session_key_secret(service: str) -> str:
     return f"{SESSION_KEY_SECRET}.{service}"
 
 
+MAX_DNS_LABEL = 63  # a service name is a host name on the stack's network
+
+
 def service_name(instance_name: str) -> str:
     """A DNS-safe compose service name for an instance name."""
     name = re.sub(r"[^a-z0-9-]+", "-", instance_name.lower()).strip("-")
     if not name:
         raise UserError(f"server instance name {instance_name!r} has no letters or digits")
+    if len(name) > MAX_DNS_LABEL:  # peers could not resolve it (e.g. Python's idna codec refuses it)
+        digest = hashlib.sha256(instance_name.encode()).hexdigest()[:8]
+        name = name[:MAX_DNS_LABEL - len(digest) - 1].rstrip("-") + "-" + digest
     return name
 
 
