@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import logging
 import os
 import runpy
 import sys
-import types
 from pathlib import Path
 
 from gym_compose.contract import LOG_LEVEL_ENV
@@ -36,34 +34,6 @@ def _entrypoint_path(context: ServerContext) -> Path:
     return entrypoint
 
 
-def importable_by_checkout_name(server_type: str, implementation: str, server_dir: Path) -> None:
-    """Make `<server_type>.<implementation>` name the server's own folder, as in a NeMo Gym
-    checkout: NeMo Gym servers import their own modules that way
-    (`from resources_servers.<name>.common.utils import ...`)."""
-    parent = sys.modules.get(server_type)
-    if parent is None:
-        if importlib.util.find_spec(server_type) is not None:
-            return  # a real package of that name is installed: leave it alone
-        parent = types.ModuleType(server_type)
-        parent.__path__ = []  # a package, so its submodules can be registered
-        sys.modules[server_type] = parent
-    name = f"{server_type}.{implementation}"
-    if name in sys.modules:
-        return
-    init = server_dir / "__init__.py"
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(server_dir)]) \
-        if init.is_file() else None
-    if spec is None or spec.loader is None:  # no __init__.py: a namespace package, as Python makes it
-        module = types.ModuleType(name)
-        module.__path__ = [str(server_dir)]
-        sys.modules[name] = module
-    else:
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    setattr(parent, implementation, module)
-
-
 def _serve_entrypoint(context: ServerContext) -> None:
     """Run a NeMo Gym-style app.py as __main__: its `X.run_webserver()` serves through this runtime."""
     from gym_compose.server import compat
@@ -72,7 +42,6 @@ def _serve_entrypoint(context: ServerContext) -> None:
     compat.install()
     entrypoint = _entrypoint_path(context)
     sys.path.insert(0, str(entrypoint.parent))
-    importable_by_checkout_name(context.server_type, context.implementation, entrypoint.parent)
     served = {"done": False}
     original = BaseServer.run_webserver.__func__  # type: ignore[attr-defined]
 

@@ -3,9 +3,6 @@ environment for NeMo Gym-runtime servers."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import yaml
 import pytest
 
@@ -13,7 +10,6 @@ from gym_compose.config import instances
 from gym_compose.errors import UserError
 from gym_compose.plan import source_dir_of
 from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, missing_from_compat
-from gym_compose.server.entry import importable_by_checkout_name
 from gym_compose.server.nemo_gym_launch import launch_environment
 from gym_compose.service_spec import read_docker_block
 
@@ -95,14 +91,3 @@ def test_the_launcher_starts_the_entrypoint_as_gym_env_start_does(tmp_path):
     assert spec["host"] == "0.0.0.0" and spec["api_key"] == "s3cret"
     assert handed["dry_run"] is False and handed["head_server"] == {"host": "head", "port": 11000}
 
-
-@pytest.mark.parametrize("with_init", [True, False])
-def test_the_lean_runtime_makes_a_server_importable_by_its_checkout_name(tmp_path, monkeypatch, with_init):
-    folder = server(tmp_path, "mine", "")
-    (folder / "common").mkdir()
-    (folder / "common" / "utils.py").write_text("ANSWER = 42\n")
-    if with_init:
-        (folder / "__init__.py").write_text("")
-    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the registrations vanish after the test
-    importable_by_checkout_name("checkout_servers", "mine", folder)
-    assert importlib.import_module("checkout_servers.mine.common.utils").ANSWER == 42
