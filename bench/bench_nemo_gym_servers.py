@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,11 +43,22 @@ CLI = [str(REPO / ".venv" / "bin" / "gym-compose")]
 NEMO_GYM_VERSION = "0.7.0"
 EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
 URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")  # after nemo-gym's own lines are dropped
-GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)", re.IGNORECASE | re.MULTILINE)
+GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
+                             re.IGNORECASE | re.MULTILINE)
+RESULTS_LINE = re.compile(r"^results: (.+)$", re.MULTILINE)
+# Servers that fetch what they need from the internet when they start (found by running them; the
+# machine this runs on reaches PyPI and Debian only): excluded up front with the diagnosis.
+FETCHES_AT_START_UP = {
+    "bigcodebench": "internet at run time: builds a Python 3.10 venv with uv at start-up (bigcodebench, "
+                    "tensorflow and its requirements-eval.txt from GitHub; setup_bcb_venv.py)",
+    "bird_sql": "internet at run time: downloads the BIRD dev databases (bird-bench.oss-cn-beijing.aliyuncs.com) "
+                "at start-up (setup_bird_sql.py)",
+}
 
 
 def nemo_gym_tree() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gym-compose" / f"nemo-gym-{NEMO_GYM_VERSION}"
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    cache = cache_home / "gym-compose" / f"nemo-gym-{NEMO_GYM_VERSION}"
     tree = cache / "tree"
     if not (tree / "resources_servers").is_dir():
         cache.mkdir(parents=True, exist_ok=True)
@@ -87,7 +99,12 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
                           ("policy_base_url", "needs a real model endpoint")):
             if word in lowered:
                 return f"{why} ({resolve_error[:120]})"
+        unset = re.search(r"interpolation \$\{([^}]+)\} in (\S+) has no target", resolve_error)
+        if unset:  # NeMo Gym stops on it too: a value (image, path, endpoint) the user must supply
+            return f"leaves {unset.group(1)} unset (used by {unset.group(2)}): a value to supply"
         return None
+    if server_dir.name in FETCHES_AT_START_UP:
+        return f"needs the {FETCHES_AT_START_UP[server_dir.name]}"
     requirements = server_requirements(server_dir)
     extra_models = [key for key, value in config.items() if isinstance(value, dict)
                     and "responses_api_models" in value and key != "policy_model"]
@@ -108,7 +125,24 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         return "needs a GPU stack (torch/vllm/CUDA packages)"
     if URL_REQUIREMENT.search(requirements):
         return "needs the internet at build time (git/URL requirement)"
+    fetched = uv_url_sources(server_dir)
+    if fetched:
+        return f"needs the internet at build time ({', '.join(fetched)} from git/URL in [tool.uv.sources])"
     return None
+
+
+def uv_url_sources(server_dir: Path) -> list[str]:
+    """Packages its pyproject.toml takes from git or a URL (NeMo Gym installs them with uv; the
+    name on PyPI may be another package, e.g. code_fim's human-eval-infilling is an empty stub)."""
+    pyproject = server_dir / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    try:
+        sources = tomllib.loads(pyproject.read_text()).get("tool", {}).get("uv", {}).get("sources", {})
+    except tomllib.TOMLDecodeError:
+        return []
+    return sorted(name for name, source in sources.items()
+                  if isinstance(source, dict) and ("git" in source or "url" in source))
 
 
 def resolve(tree: Path, chosen: str, cwd: Path) -> tuple[dict[str, Any] | None, str, str]:
@@ -135,7 +169,7 @@ def last_line(text: str) -> str:
     return (errors or lines or ["?"])[-1][:200]
 
 
-def run_server(tree: Path, server_dir: Path, index: int, timeout: float) -> dict[str, Any]:
+def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: Path | None = None) -> dict[str, Any]:
     name = server_dir.name
     result: dict[str, Any] = {"server": name, "runtime": "-", "built": False, "healthy": False, "ok": 0,
                               "failed": 0, "mean_reward": None, "excluded": None, "error": None, "seconds": 0.0}
@@ -171,9 +205,12 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float) -> dict
                            capture_output=True, timeout=300)
         result["seconds"] = round(time.monotonic() - started, 1)
         output = output if isinstance(output, str) else output.decode("utf-8", "replace")
+        if logs:
+            logs.mkdir(parents=True, exist_ok=True)
+            (logs / f"{name}.log").write_text(output)
         result["built"] = "starting " in output
         result["healthy"] = bool(re.search(r"all \d+ services healthy", output))
-        runs = sorted((cwd / "results").glob("*/rollouts.jsonl")) if (cwd / "results").is_dir() else []
+        runs = rollout_files(cwd, output)
         if runs:
             rollouts = [json.loads(line) for line in runs[-1].read_text().splitlines() if line.strip()]
             failures = runs[-1].with_name("rollouts_failures.jsonl")
@@ -189,6 +226,17 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float) -> dict
     return result
 
 
+def rollout_files(cwd: Path, output: str) -> list[Path]:
+    """The run's rollouts.jsonl: in the folder `up` names on its `results:` line, else any under cwd."""
+    named = RESULTS_LINE.findall(output)
+    if named:
+        folder = Path(named[-1].strip())
+        folder = folder if folder.is_absolute() else cwd / folder
+        if (folder / "rollouts.jsonl").is_file():
+            return [folder / "rollouts.jsonl"]
+    return sorted(cwd.glob("results/**/rollouts.jsonl"), key=lambda path: path.stat().st_mtime)
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
     ran = [r for r in results if not r["excluded"]]
     rows = [("SERVER", "RUNTIME", "BUILT", "HEALTHY", "OK", "FAILED", "MEAN REWARD", "SECONDS")]
@@ -200,9 +248,10 @@ def print_table(results: list[dict[str, Any]]) -> None:
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     complete = [r for r in ran if r["ok"] and not r["failed"]]
+    lean = sum(r["runtime"] == "lean" for r in ran)
+    nemo_gym = sum(r["runtime"] == "nemo_gym" for r in ran)
     print(f"\n{len(ran)} servers run: {sum(r['built'] for r in ran)} built, {sum(r['healthy'] for r in ran)} healthy, "
-          f"{len(complete)} with every example rollout ok; "
-          f"runtimes: {sum(r['runtime'] == 'lean' for r in ran)} lean, {sum(r['runtime'] == 'nemo_gym' for r in ran)} nemo_gym")
+          f"{len(complete)} with every example rollout ok; runtimes: {lean} lean, {nemo_gym} nemo_gym")
     problems = [r for r in ran if r["error"]]
     if problems:
         print("\nerrors:")
@@ -223,6 +272,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1, help="servers run at once")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds for one server's `up`")
     parser.add_argument("--results", type=Path, help="JSON-lines file the results are appended to")
+    parser.add_argument("--logs", type=Path, help="folder to keep each server's `up` output in (<server>.log)")
     parser.add_argument("--report", type=Path, help="print the table of an earlier sweep's results file and stop")
     options = parser.parse_args()
     if options.report:
@@ -233,13 +283,14 @@ def main() -> int:
     servers = sorted(p for p in (tree / "resources_servers").iterdir() if (p / "app.py").is_file())
     if options.only:
         servers = [p for p in servers if p.name in options.only]
-    results_file = options.results or Path(tempfile.gettempdir()) / f"nemo-gym-sweep-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results_file = options.results or Path(tempfile.gettempdir()) / f"nemo-gym-sweep-{stamp}.jsonl"
     print(f"sweeping {len(servers)} resources servers of {tree}; results appended to {results_file}", file=sys.stderr)
     results: list[dict[str, Any]] = []
     started = 0
 
     def one(item: tuple[int, Path]) -> dict[str, Any]:
-        result = run_server(tree, item[1], item[0], options.timeout)
+        result = run_server(tree, item[1], item[0], options.timeout, options.logs)
         with results_file.open("a") as out:
             out.write(json.dumps(result) + "\n")
         state = result["excluded"] and f"excluded: {result['excluded']}" or \

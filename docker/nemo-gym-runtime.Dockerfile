@@ -1,6 +1,6 @@
 # The NeMo Gym runtime (docs/nemo-gym-runtime.md): the real nemo-gym package and its dependencies
 # on a Python it supports (3.13), in one venv shared by every server that runs on it, plus the
-# gym_compose container modules for the launcher and the healthcheck. Built by
+# gym_compose container modules for the launcher and the healthcheck (copied last). Built by
 # gym_compose/engine/nemo_gym_images.py: PARENT_IMAGE is the offline Debian trixie image (or
 # python:3.13-slim); PIP_INSTALL_OPTIONS is --no-index when wheels/ holds every wheel (offline).
 # nemo-gym 0.7 asks for Python >=3.13.14; trixie ships 3.13.5, hence --ignore-requires-python.
@@ -14,7 +14,6 @@ RUN python3 -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --quiet --ignore-requires-python \
         ${PIP_INSTALL_OPTIONS} --find-links /tmp/wheels -r /tmp/requirements.txt \
  && echo /opt/gym-compose > "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gym_compose.pth"
-COPY gym_compose/ /opt/gym-compose/gym_compose/
 
 FROM ${PARENT_IMAGE}
 ARG PARENT_IMAGE
@@ -38,4 +37,6 @@ USER 10001:10001
 WORKDIR /srv/gym
 CMD ["python", "-m", "gym_compose.server.nemo_gym_launch"]
 COPY --from=venv /opt/venv /opt/venv
-COPY --from=venv /opt/gym-compose /opt/gym-compose
+# Last, so an edit to gym_compose's container modules rebuilds only this small layer, never the
+# ~1.3 GB venv above (the context's other files do not change with gym_compose).
+COPY gym_compose/ /opt/gym-compose/gym_compose/

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.instances import without_entrypoint
 from gym_compose.config.redact import is_secret_key
+from gym_compose.config.run_dirs import in_containers
 from gym_compose.contract import (
     ENGINE_ROLE,
     HEAD_INSTANCE,
@@ -168,6 +169,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
 
     network_config, secrets = _extract_secrets(copy.deepcopy(data))
     host_config = copy.deepcopy(network_config)
+    network_config = in_containers(network_config)  # the host's cache_dir means nothing in a container
     for service in services:
         spec = _instance_spec(network_config, service)
         spec["host"], spec["port"] = service.name, SERVER_PORT

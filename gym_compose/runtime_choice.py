@@ -11,6 +11,8 @@ choice. docs/nemo-gym-runtime.md describes both.
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +25,19 @@ RUNTIMES = (LEAN, NEMO_GYM)
 SERVER_PACKAGES = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 _SKIPPED_DIRS = {"tests", "test", ".venv", "venv", "__pycache__", "node_modules", ".git", "data"}
 _MAX_FILES = 400
+# Third-party top-level modules importable in the lean base image (docker/runtime-requirements.txt
+# and what those pull in; `pkgutil.iter_modules()` in gym-compose/base).
+LEAN_BASE_MODULES = frozenset({
+    "annotated_doc", "annotated_types", "anyio", "certifi", "click", "dotenv", "fastapi", "h11", "httpcore",
+    "httptools", "httpx", "idna", "itsdangerous", "orjson", "pip", "pkg_resources", "pydantic", "pydantic_core",
+    "setuptools", "starlette", "typing_extensions", "typing_inspection", "uvicorn", "uvloop", "watchfiles",
+    "websockets", "yaml", "gym_compose",
+})
+# Distributions whose import name is not their normalised project name.
+_IMPORT_NAMES = {"pyyaml": "yaml", "scikit_learn": "sklearn", "pillow": "PIL", "beautifulsoup4": "bs4",
+                 "opencv_python": "cv2", "opencv_python_headless": "cv2", "python_dateutil": "dateutil",
+                 "protobuf": "google", "attrs": "attr", "pyjwt": "jwt", "python_dotenv": "dotenv"}
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 @dataclass(frozen=True)
@@ -43,9 +58,9 @@ class _Import:
 @lru_cache(maxsize=1)
 def compat_names() -> dict[str, frozenset[str]]:
     """NeMo Gym module path -> the names the compatibility layer gives it."""
-    from gym_compose.server.compat.names import MODULES
+    from gym_compose.server.compat.exported import EXPORTED
 
-    return {module: frozenset(attributes()) for module, attributes in MODULES.items()}
+    return {module: frozenset(names) for module, names in EXPORTED.items()}
 
 
 def choose_runtime(implementation_dir: Path | None, requested: str | None = None,
@@ -65,6 +80,11 @@ def choose_runtime(implementation_dir: Path | None, requested: str | None = None
         return RuntimeChoice(NEMO_GYM, f"imports what the compatibility layer lacks: {shown}", siblings)
     if siblings:
         return RuntimeChoice(NEMO_GYM, f"imports other servers' code: {', '.join(siblings[:3])}", siblings)
+    unprovided = unprovided_packages(implementation_dir)
+    if unprovided:
+        # nemo-gym's own dependencies (ray, numpy, openai, ...) are in the NeMo Gym runtime only
+        return RuntimeChoice(NEMO_GYM, f"imports packages neither its requirements nor the lean base give: "
+                                       f"{', '.join(unprovided[:3])}", siblings)
     return RuntimeChoice(LEAN, "every nemo_gym import is provided by the compatibility layer")
 
 
@@ -84,6 +104,66 @@ def missing_from_compat(implementation_dir: Path) -> list[str]:
                 continue
             missing.append(f"{found.module}.{name}")
     return sorted(set(missing))
+
+
+def unprovided_packages(implementation_dir: Path, entrypoint: str = "app.py") -> list[str]:
+    """Third-party top-level modules the entrypoint (and the server's own modules it imports)
+    import that neither the lean base image nor the server's own requirements install: NeMo Gym
+    servers lean on nemo-gym's dependencies (numpy, ray, openai, ...). Data-preparation scripts
+    beside app.py are not followed."""
+    from gym_compose.engine.server_requirements import server_requirements
+    from gym_compose.errors import UserError
+
+    try:
+        requirements = server_requirements(implementation_dir)
+    except UserError:
+        requirements = ""
+    provided = set(LEAN_BASE_MODULES)
+    for line in requirements.splitlines():
+        match = _REQUIREMENT_NAME.match(line)
+        if match and not line.lstrip().startswith("-"):
+            name = re.sub(r"[-.]+", "_", match.group(1)).lower()
+            provided.update({name, _IMPORT_NAMES.get(name, name)})
+    missing: set[str] = set()
+    for found in _entrypoint_imports(implementation_dir, entrypoint):
+        top = found.module.split(".")[0]
+        if top in sys.stdlib_module_names or top in provided or top == "nemo_gym" \
+                or top in SERVER_PACKAGES or top.startswith("_"):
+            continue
+        missing.add(top)
+    return sorted(missing)
+
+
+def _entrypoint_imports(folder: Path, entrypoint: str) -> list[_Import]:
+    """Imports of the entrypoint and, transitively, of the server's own modules it imports."""
+    own_prefix = f"{folder.parent.name}.{folder.name}."
+    pending = [folder / entrypoint]
+    seen: set[Path] = set()
+    found: list[_Import] = []
+    while pending and len(seen) < _MAX_FILES:
+        path = pending.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        for item in _file_imports(path, folder):
+            module = item.module[len(own_prefix):] if item.module.startswith(own_prefix) else item.module
+            local = _local_module(folder, module) or (
+                _local_module(path.parent, module) if path.parent != folder else None)
+            if local is not None:
+                pending.append(local)
+                continue
+            if item.module.startswith(own_prefix) or item.module == own_prefix[:-1]:
+                continue
+            found.append(item)
+    return found
+
+
+def _local_module(folder: Path, module: str) -> Path | None:
+    base = folder.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return base if base.is_dir() and module else None
 
 
 def sibling_imports(implementation_dir: Path) -> set[str]:
@@ -132,16 +212,33 @@ def _sibling_closure(implementation_dir: Path, root: Path | None) -> set[str]:
 def _imports(implementation_dir: Path) -> list[_Import]:
     found: list[_Import] = []
     for path in _python_files(implementation_dir):
-        try:
-            tree = ast.parse(path.read_bytes(), filename=str(path))
-        except (SyntaxError, ValueError, OSError):
-            continue
-        for node in ast.walk(tree):
-            where = f"{path.name}:{getattr(node, 'lineno', 0)}"
-            if isinstance(node, ast.Import):
-                found.extend(_Import(alias.name, (), where) for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.append(_Import(node.module, tuple(alias.name for alias in node.names), where))
+        found.extend(_file_imports(path))
+    return found
+
+
+def _file_imports(path: Path, folder: Path | None = None) -> list[_Import]:
+    """Absolute imports of one file; with `folder`, relative ones too, as folder-relative modules."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError, OSError):
+        return []
+    found: list[_Import] = []
+    for node in ast.walk(tree):
+        where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            found.extend(_Import(alias.name, (), where) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append(_Import(node.module, tuple(alias.name for alias in node.names), where))
+        elif isinstance(node, ast.ImportFrom) and node.level and folder is not None:
+            package = path.parent
+            for _ in range(node.level - 1):
+                package = package.parent
+            try:
+                prefix = ".".join(package.relative_to(folder).parts)
+            except ValueError:
+                continue
+            modules = [node.module] if node.module else [alias.name for alias in node.names]
+            found.extend(_Import(".".join(filter(None, (prefix, module))), (), where) for module in modules)
     return found
 
 

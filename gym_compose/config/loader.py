@@ -23,6 +23,7 @@ from gym_compose.config.includes import ConfigEntry, LoadedFile, load_includes
 from gym_compose.config.legacy import add_legacy_environment_servers
 from gym_compose.config.overrides import Override, apply_overrides, parse_overrides
 from gym_compose.config.request import ConfigRequest
+from gym_compose.config.run_dirs import default_cache_dir
 from gym_compose.config.search import SELECTOR_ORDER, find_selector_file, search_roots
 from gym_compose.config.validate import validate
 from gym_compose.config.yaml_files import read_config_file
@@ -86,6 +87,7 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
         merged["config_paths"] = included.entries
 
     warnings += apply_directives(merged, origins)
+    default_cache_dir(merged, cwd)
     raise_on_missing(merged, origins)
     data = to_plain(merged)
 

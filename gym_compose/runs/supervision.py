@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gym_compose.collect import read_progress
+from gym_compose.collect.progress import read_progress
 from gym_compose.console import say
 from gym_compose.engine.compose import ComposeProject
 from gym_compose.engine.target import DeployedStack, RunningProcess, StackCheck

@@ -42,6 +42,7 @@ def _serve_entrypoint(context: ServerContext) -> None:
     compat.install()
     entrypoint = _entrypoint_path(context)
     sys.path.insert(0, str(entrypoint.parent))
+    compat.register_own_package(context.server_type, context.implementation, entrypoint.parent)
     served = {"done": False}
     original = BaseServer.run_webserver.__func__  # type: ignore[attr-defined]
 

@@ -19,7 +19,15 @@ from typing import Any
 
 import yaml
 
-from gym_compose.contract import BIND_ALL, CONFIG_DICT_ENV, CONFIG_PATH_ENV, NEMO_GYM_SEARCH_ROOT, SERVER_DIR_ENV
+from gym_compose.contract import (
+    BIND_ALL,
+    CONFIG_DICT_ENV,
+    CONFIG_PATH_ENV,
+    CONTAINER_CACHE_DIR,
+    CONTAINER_WORK_ROOT,
+    NEMO_GYM_SEARCH_ROOT,
+    SERVER_DIR_ENV,
+)
 from gym_compose.server.context import (
     SECRETS_DIR,
     SECRETS_DIR_ENV,
@@ -29,7 +37,7 @@ from gym_compose.server.context import (
 )
 
 SEARCH_ROOT = NEMO_GYM_SEARCH_ROOT  # a NeMo Gym checkout's layout: <server_type>/<implementation>/
-WORK_ROOT = "/tmp/nemo_gym"  # the only writable place in a read-only container
+WORK_ROOT = CONTAINER_WORK_ROOT  # the only writable place in a read-only container
 # What NeMo Gym 0.7's config parser adds before it hands the config to a server process.
 PARSER_DEFAULTS: dict[str, Any] = {
     "dry_run": False,
@@ -41,7 +49,7 @@ PARSER_DEFAULTS: dict[str, Any] = {
     "server_spinup_timeout_seconds": 600,
     "model_endpoint_readiness_timeout_seconds": 600,
     "results_dir": str(Path(WORK_ROOT, "results")),
-    "cache_dir": str(Path(WORK_ROOT, "cache")),
+    "cache_dir": CONTAINER_CACHE_DIR,
     "uv_cache_dir": str(Path(WORK_ROOT, "cache", "uv")),
     "uv_venv_dir": str(Path(WORK_ROOT, "venvs")),
     "use_absolute_ip": False,

@@ -3,13 +3,14 @@ environment for NeMo Gym-runtime servers."""
 
 from __future__ import annotations
 
-import yaml
 import pytest
+import yaml
 
 from gym_compose.config import instances
 from gym_compose.errors import UserError
 from gym_compose.plan import source_dir_of
-from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, missing_from_compat
+from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, compat_names, missing_from_compat
+from gym_compose.server.compat.names import MODULES
 from gym_compose.server.nemo_gym_launch import launch_environment
 from gym_compose.service_spec import read_docker_block
 
@@ -91,3 +92,28 @@ def test_the_launcher_starts_the_entrypoint_as_gym_env_start_does(tmp_path):
     assert spec["host"] == "0.0.0.0" and spec["api_key"] == "s3cret"
     assert handed["dry_run"] is False and handed["head_server"] == {"host": "head", "port": 11000}
 
+
+def test_a_package_only_nemo_gyms_dependencies_give_picks_nemo_gym(tmp_path):
+    # asr_with_pc's app.py imports numpy, which nemo-gym brings and the lean base lacks
+    folder = server(tmp_path, "numeric", "import numpy as np\nfrom nemo_gym import server_utils\n")
+    choice = choose_runtime(folder, None, "resources_servers")
+    assert choice.runtime == NEMO_GYM and "numpy" in choice.reason
+
+
+def test_the_servers_own_requirements_and_data_scripts_keep_it_lean(tmp_path):
+    folder = server(tmp_path, "pictures", "import PIL.Image\nimport yaml\nfrom .helpers import scale\n")
+    (folder / "requirements.txt").write_text("-e nemo-gym[dev] @ ../../\nPillow>=10\n")
+    (folder / "helpers.py").write_text("import json\nscale = 2\n")
+    (folder / "generate_data.py").write_text("import datasets\n")  # not imported by app.py
+    assert choose_runtime(folder, None, "resources_servers").runtime == LEAN
+
+
+def test_own_modules_are_followed_by_their_checkout_path(tmp_path):
+    folder = server(tmp_path, "fim", "from resources_servers.fim.runner import run\n")
+    (folder / "runner.py").write_text("import ray\nrun = None\n")
+    choice = choose_runtime(folder, None, "resources_servers")
+    assert choice.runtime == NEMO_GYM and "ray" in choice.reason
+
+
+def test_the_host_side_name_table_is_what_the_layer_gives():
+    assert compat_names() == {module: frozenset(attributes()) for module, attributes in MODULES.items()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import types
+from pathlib import Path
 
 from gym_compose.server.compat.names import MODULES
 
@@ -35,3 +36,30 @@ def install(force: bool = False) -> bool:
         if parent and parent in sys.modules:
             setattr(sys.modules[parent], child, module)
     return True
+
+
+def register_own_package(server_type: str, implementation: str, server_dir: Path) -> None:
+    """Make `<server_type>.<implementation>` the server's own folder, as in a NeMo Gym checkout.
+
+    NeMo Gym servers import their own modules by their checkout path (`from
+    resources_servers.bird_sql.eval_utils import ...`); the lean image holds the code at
+    /srv/server, so the package is registered by name with that folder as its search path."""
+    name = f"{server_type}.{implementation}"
+    if name in sys.modules:
+        return
+    parent = sys.modules.get(server_type)
+    if parent is None:
+        parent = types.ModuleType(server_type)
+        parent.__path__ = []
+        sys.modules[server_type] = parent
+    spec = importlib.util.spec_from_file_location(name, server_dir / "__init__.py",
+                                                  submodule_search_locations=[str(server_dir)])
+    if spec is None or spec.loader is None or not (server_dir / "__init__.py").is_file():
+        package = types.ModuleType(name)
+        package.__path__ = [str(server_dir)]
+        sys.modules[name] = package
+    else:
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[name] = package
+        spec.loader.exec_module(package)
+    setattr(parent, implementation, package)
