@@ -94,7 +94,8 @@ def pinned_versions(wheelhouse: Path) -> str:
 def _download(requirements: str, constraints: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM) -> None:
     (target / "requirements.txt").write_text(requirements)
     (target / "constraints.txt").write_text(constraints)
-    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet"]
+    # not --quiet: a conflict's causes (which pin lacks wheels) are only printed at info level
+    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
     command += ["--dest", str(target), "--find-links", str(target)]
     command += ["-r", str(target / "requirements.txt"), "-c", str(target / "constraints.txt")]
     command += target_options(platform)
@@ -104,7 +105,7 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
             (target / "requirements.txt").unlink()
             (target / "constraints.txt").unlink()
             return
-        missing = _missing_distribution(completed.stderr)
+        missing = _missing_distribution(completed.stdout + completed.stderr)
         if not missing:
             raise _pip_error("download wheels", completed.stderr)
         _build_pure_python_wheel(missing, target, platform)
