@@ -1,8 +1,8 @@
 """NeMo Gym 0.7's own agents and model server in a gym-compose stack (docs/nemo-gym-runtime.md,
-"NeMo Gym's own agents and model servers"), each from NeMo Gym's own config file, unchanged:
+"NeMo Gym's own agents and model servers"), each from NeMo Gym's own config files, unchanged:
 
-- its LangGraph reflection agent (`responses_api_agents/langgraph_agent`, reflection_agent.py) in
-  front of reasoning_gym (`resources_servers/reasoning_gym/configs/reflection_agent.yaml`), mock model;
+- its LangGraph reflection agent (`responses_api_agents/langgraph_agent/configs/langgraph_agent.yaml`,
+  flavor reflection_agent.py) in front of citation_if, with the mock model;
 - its tool-simulation agent in front of single_step_tool_use_with_argument_comparison, with NeMo
   Gym's own `vllm_model` as policy model talking to gym-compose's fake vLLM on the host.
 
@@ -45,10 +45,15 @@ def runtimes(nemo_gym: Path, tmp_path: Path, *selectors: str) -> str:
 
 
 def test_nemo_gyms_langgraph_reflection_agent_runs_on_its_runtime(nemo_gym_checkout, project, tmp_path):  # noqa: F811
-    selector = ("--resources-server", "reasoning_gym/reflection_agent")
-    assert "reasoning_gym_langgraph_agent: nemo_gym (" in runtimes(nemo_gym_checkout, tmp_path, *selector)
-    rows = nemo_gym_checkout / "resources_servers" / "reasoning_gym" / "data" / "example.jsonl"
-    rollouts = eval_run(nemo_gym_checkout, project, tmp_path, rows, *selector)
+    # langgraph_agent.yaml as its own comment says to use it: a flavor picked by entrypoint, a
+    # resources server named; the rows' agent re-routed to it with agent_map, as in NeMo Gym
+    agent = "++langgraph_agent.responses_api_agents.langgraph_agent"
+    selectors = ("--resources-server", "citation_if", "--agent-type", "langgraph_agent",
+                 f"{agent}.entrypoint=reflection_agent.py", f"{agent}.resources_server.name=citation_if",
+                 "++agent_map.citation_if_simple_agent=langgraph_agent")
+    assert "langgraph_agent: nemo_gym (" in runtimes(nemo_gym_checkout, tmp_path, *selectors)
+    rows = nemo_gym_checkout / "resources_servers" / "citation_if" / "data" / "example.jsonl"
+    rollouts = eval_run(nemo_gym_checkout, project, tmp_path, rows, *selectors)
     for rollout in rollouts:
         # the graph ran: a first answer, then max_reflections (2) critique-and-revise rounds
         answers = [item for item in rollout["response"]["output"] if item.get("role") == "assistant"]
