@@ -9,6 +9,7 @@ import yaml
 
 from gym_compose.config import ConfigRequest, discover, load, redact_for_display, search_roots
 from gym_compose.config.search import SELECTOR_FLAGS
+from gym_compose.errors import UserError
 
 
 def print_warnings(warnings: list[str]) -> None:
@@ -30,20 +31,19 @@ def resolve_command(request: ConfigRequest, cwd: Path | None = None) -> None:
 
 def runtime_lines(data: dict, roots: list[Path]) -> list[str]:
     """`instance: runtime (why)` for each server instance, as the plan would choose."""
-    from gym_compose.config import find_implementation_dir, instances
+    from gym_compose.config import instances
+    from gym_compose.plan import source_dir_of
     from gym_compose.runtime_choice import choose_runtime
-    from gym_compose.server.builtin import BUILTIN_IMPLEMENTATIONS
     from gym_compose.service_spec import read_docker_block
 
     lines = []
     for instance in instances(data):
         requested = read_docker_block(instance.name, instance.spec.get("docker")).runtime
-        folder = None
-        if instance.implementation not in BUILTIN_IMPLEMENTATIONS:
-            folder = find_implementation_dir(instance.server_type, instance.implementation, roots)
-            if folder is None:
-                lines.append(f"{instance.name}: - (no code found for {instance.implementation!r})")
-                continue
+        try:
+            folder = source_dir_of(instance, roots, requested)
+        except UserError as error:
+            lines.append(f"{instance.name}: - ({error.message})")
+            continue
         choice = choose_runtime(folder, requested, instance.server_type)
         lines.append(f"{instance.name}: {choice.runtime} ({choice.reason})")
     return lines

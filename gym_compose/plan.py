@@ -101,11 +101,17 @@ def session_key_secret(service: str) -> str:
     return f"{SESSION_KEY_SECRET}.{service}"
 
 
+MAX_DNS_LABEL = 63  # a service name is a host name on the stack's network
+
+
 def service_name(instance_name: str) -> str:
     """A DNS-safe compose service name for an instance name."""
     name = re.sub(r"[^a-z0-9-]+", "-", instance_name.lower()).strip("-")
     if not name:
         raise UserError(f"server instance name {instance_name!r} has no letters or digits")
+    if len(name) > MAX_DNS_LABEL:  # peers could not resolve it (e.g. Python's idna codec refuses it)
+        digest = hashlib.sha256(instance_name.encode()).hexdigest()[:8]
+        name = name[:MAX_DNS_LABEL - len(digest) - 1].rstrip("-") + "-" + digest
     return name
 
 
@@ -141,7 +147,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
             )
         taken[name] = instance.name
         docker_block = read_docker_block(instance.name, instance.spec.get("docker"))
-        source_dir = _source_dir(instance, roots)
+        source_dir = source_dir_of(instance, roots, docker_block.runtime)
         choice = choose_runtime(source_dir, docker_block.runtime, instance.server_type)
         services.append(
             Service(
@@ -230,22 +236,37 @@ def _inference_engines(services: list[Service], network_config: dict[str, Any], 
     return engines, volumes
 
 
-def _source_dir(instance, roots: list[Path]) -> Path | None:
+def source_dir_of(instance, roots: list[Path], requested_runtime: str | None = None) -> Path | None:
+    """The folder of an instance's own code; None runs a built-in implementation."""
+    from gym_compose.runtime_choice import NEMO_GYM
     from gym_compose.server.builtin import BUILTIN_IMPLEMENTATIONS
 
+    entrypoint = instance.spec.get("entrypoint", "app.py")
     # Built-ins win over a folder of the same name: a NeMo Gym checkout given with --search-dir
-    # holds its own simple_agent/openai_model/legacy_agent, which import NeMo Gym internals.
+    # holds its own simple_agent/openai_model/vllm_model/..., which import NeMo Gym internals.
+    # `docker.runtime: nemo_gym` asks for that folder's code instead, on the NeMo Gym runtime.
     if instance.implementation in BUILTIN_IMPLEMENTATIONS:
-        return None
+        if requested_runtime != NEMO_GYM:
+            return None
+        found = find_implementation_dir(instance.server_type, instance.implementation, roots)
+        if found is not None and found.parent.name == instance.server_type and (found / entrypoint).is_file():
+            return found
+        raise UserError(
+            f"instance {instance.name!r}: docker.runtime: nemo_gym asks for NeMo Gym's own "
+            f"{instance.implementation!r}, but no search root holds "
+            f"{instance.server_type}/{instance.implementation}/{entrypoint}",
+            hint="add a NeMo Gym checkout (or its unpacked wheel) with --search-dir, or drop docker.runtime "
+                 "to run gym-compose's built-in implementation",
+        )
     found = find_implementation_dir(instance.server_type, instance.implementation, roots)
-    if found is not None and (found / instance.spec.get("entrypoint", "app.py")).is_file():
+    if found is not None and (found / entrypoint).is_file():
         return found
     tried = ", ".join(str(root) for root in roots)
     raise UserError(
         f"instance {instance.name!r}: no code found for implementation {instance.implementation!r}",
         hint=f"expected server_images/{instance.implementation}/ or "
         f"{instance.server_type}/{instance.implementation}/ holding "
-        f"{instance.spec.get('entrypoint', 'app.py')} under one of: {tried} (add roots with --search-dir)",
+        f"{entrypoint} under one of: {tried} (add roots with --search-dir)",
     )
 
 

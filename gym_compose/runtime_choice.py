@@ -65,11 +65,8 @@ def compat_names() -> dict[str, frozenset[str]]:
 
 def choose_runtime(implementation_dir: Path | None, requested: str | None = None,
                    server_type: str | None = None) -> RuntimeChoice:
-    """The runtime for one server; `implementation_dir` None is a built-in."""
+    """The runtime for one server; `implementation_dir` None is a built-in (plan.source_dir_of)."""
     if implementation_dir is None:
-        if requested == NEMO_GYM:
-            return RuntimeChoice(LEAN, "built-in implementation (docker.runtime: nemo_gym applies to "
-                                       "servers with their own code only)")
         return RuntimeChoice(LEAN, "built-in implementation")
     root = search_root_of(implementation_dir, server_type)
     siblings = tuple(sorted(_sibling_closure(implementation_dir, root)))

@@ -24,6 +24,9 @@ PIP_TIMEOUT_S = 900
 MAX_SDIST_BUILDS = 20
 _COMPLETE_MARKER = ".complete"
 _MISSING_DISTRIBUTION = re.compile(r"satisfies the requirement (\S+)")
+# With --only-binary, a pinned dependency that ships only an sdist shows as a conflict:
+# "    reasoning-gym 0.1.25 depends on cellpylib==2.4.0", one line per candidate version.
+_CONFLICT_CAUSE = re.compile(r"^\s+\S+ \S+ depends on (\S+)$", re.MULTILINE)
 
 
 def platform_tags(arch: str | None = None, platform: PythonPlatform = LEAN_PLATFORM) -> list[str]:
@@ -91,7 +94,8 @@ def pinned_versions(wheelhouse: Path) -> str:
 def _download(requirements: str, constraints: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM) -> None:
     (target / "requirements.txt").write_text(requirements)
     (target / "constraints.txt").write_text(constraints)
-    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet"]
+    # not --quiet: a conflict's causes (which pin lacks wheels) are only printed at info level
+    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
     command += ["--dest", str(target), "--find-links", str(target)]
     command += ["-r", str(target / "requirements.txt"), "-c", str(target / "constraints.txt")]
     command += target_options(platform)
@@ -101,11 +105,23 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
             (target / "requirements.txt").unlink()
             (target / "constraints.txt").unlink()
             return
-        missing = _MISSING_DISTRIBUTION.search(completed.stderr)
+        missing = _missing_distribution(completed.stdout + completed.stderr)
         if not missing:
             raise _pip_error("download wheels", completed.stderr)
-        _build_pure_python_wheel(missing.group(1), target, platform)
+        _build_pure_python_wheel(missing, target, platform)
     raise UserError(f"Too many packages without wheels in:\n{requirements}")
+
+
+def _missing_distribution(stderr: str) -> str | None:
+    """The requirement pip found no wheel for: named outright, or the one pin every candidate of a
+    conflict depends on."""
+    missing = _MISSING_DISTRIBUTION.search(stderr)
+    if missing:
+        return missing.group(1)
+    causes = set(_CONFLICT_CAUSE.findall(stderr))
+    if len(causes) == 1 and "==" in next(iter(causes)):
+        return causes.pop()
+    return None
 
 
 def _build_pure_python_wheel(requirement: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM) -> None:

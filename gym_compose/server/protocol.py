@@ -116,6 +116,9 @@ class ResponseCreateParams(BaseModel):
 
     input: Union[str, list[InputItem]]
     background: Optional[bool] = None
+    # in NeMo Gym 0.7's NeMoGymResponseCreateParamsNonStreaming (openai 2.x), which its agents dump
+    # whole (None included) into the /verify bodies they send
+    context_management: Optional[list[dict[str, Any]]] = None
     conversation: Optional[Union[str, dict[str, Any]]] = None
     include: Optional[list[str]] = None
     instructions: Optional[str] = None
@@ -123,10 +126,12 @@ class ResponseCreateParams(BaseModel):
     max_tool_calls: Optional[int] = None
     metadata: Optional[dict[str, Any]] = None
     model: Optional[str] = None
+    moderation: Optional[Any] = None
     parallel_tool_calls: bool = True
     previous_response_id: Optional[str] = None
     prompt: Optional[dict[str, Any]] = None
     prompt_cache_key: Optional[str] = None
+    prompt_cache_retention: Optional[str] = None
     reasoning: Optional[dict[str, Any]] = None
     safety_identifier: Optional[str] = None
     service_tier: Optional[str] = None

@@ -158,7 +158,8 @@ class FakeVLLM:
         return 404, {"detail": "Not Found"}
 
 
-def make_server(port: int = 0) -> ThreadingHTTPServer:
+def make_server(port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """`host` 0.0.0.0 lets containers reach it (as host.docker.internal)."""
     fake = FakeVLLM()
 
     class Handler(BaseHTTPRequestHandler):
@@ -190,7 +191,7 @@ def make_server(port: int = 0) -> ThreadingHTTPServer:
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     return server
 

@@ -78,3 +78,12 @@ def test_gymnasium_cleanup_session_runs_when_an_episode_ends_and_on_close():
     assert len(released) == 1 and server.session_state == {}
     asyncio.run(server.close_session("other"))
     assert released[-1] == "other"
+
+
+def test_a_verify_body_from_nemo_gyms_own_agents_validates():
+    # NeMo Gym 0.7's agents dump its whole NeMoGymResponseCreateParamsNonStreaming, None included
+    from gym_compose.server.protocol import ResponseCreateParams
+
+    dumped = {"input": "hi", "context_management": None, "moderation": None, "prompt_cache_retention": None,
+              "background": None, "conversation": None, "tool_choice": "auto", "tools": []}
+    assert ResponseCreateParams.model_validate(dumped).input == "hi"

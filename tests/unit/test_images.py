@@ -303,3 +303,17 @@ def test_image_prefix_setting_names_every_image(engine, runtime_requirements, tm
     assert imported[-1].startswith("ci-42/debian-python:")
     assert "LABEL io.gym-compose.image=debian-python io.gym-compose.image.prefix=ci-42" in imported
     assert base.startswith("ci-42/base:") and server.startswith("ci-42/tiny_server:")
+
+
+def test_a_pinned_dependency_without_wheels_is_found_in_pips_conflict_report():
+    from gym_compose.engine.wheelhouse import _missing_distribution
+
+    named = "ERROR: Could not find a version that satisfies the requirement zss>=1.2 (from x)\n"
+    assert _missing_distribution(named) == "zss>=1.2"
+    conflict = ("ERROR: Cannot install -r requirements.txt (line 1) because these package versions have "
+                "conflicting dependencies.\n\nThe conflict is caused by:\n"
+                "    reasoning-gym 0.1.25 depends on cellpylib==2.4.0\n"
+                "    reasoning-gym 0.1.24 depends on cellpylib==2.4.0\n\nTo fix this you could try to:\n")
+    assert _missing_distribution(conflict) == "cellpylib==2.4.0"
+    assert _missing_distribution(conflict.replace("0.1.24 depends on cellpylib==2.4.0",
+                                                  "0.1.24 depends on sympy==1.0")) is None

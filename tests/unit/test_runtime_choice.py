@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from gym_compose.config import instances
 from gym_compose.errors import UserError
+from gym_compose.plan import source_dir_of
 from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, compat_names, missing_from_compat
 from gym_compose.server.compat.names import MODULES
 from gym_compose.server.nemo_gym_launch import launch_environment
@@ -55,6 +57,21 @@ def test_the_config_key_overrides_the_choice_and_builtins_stay_lean(tmp_path):
     assert read_docker_block("x", {"runtime": "auto"}).runtime is None
     with pytest.raises(UserError, match="docker.runtime must be one of"):
         read_docker_block("x", {"runtime": "fast"})
+
+
+def model_instance(runtime=None):
+    spec = {"entrypoint": "app.py", "base_url": "http://x/v1", **({"docker": {"runtime": runtime}} if runtime else {})}
+    (instance,) = instances({"policy_model": {"responses_api_models": {"vllm_model": spec}}})
+    return instance
+
+
+def test_a_builtin_name_runs_nemo_gyms_own_code_only_when_the_config_asks(tmp_path):
+    folder = server(tmp_path, "vllm_model", "from nemo_gym.base_responses_api_model import X\n",
+                    server_type="responses_api_models")
+    assert source_dir_of(model_instance(), [tmp_path]) is None  # gym-compose's built-in
+    assert source_dir_of(model_instance(NEMO_GYM), [tmp_path], NEMO_GYM) == folder
+    with pytest.raises(UserError, match="no search root holds responses_api_models/vllm_model/app.py"):
+        source_dir_of(model_instance(NEMO_GYM), [tmp_path / "elsewhere"], NEMO_GYM)
 
 
 def test_the_launcher_starts_the_entrypoint_as_gym_env_start_does(tmp_path):
