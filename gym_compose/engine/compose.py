@@ -20,6 +20,7 @@ from gym_compose.contract import PROJECT_LABEL, RUNTIME_LABEL
 from gym_compose.engine import postmortem
 from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
 from gym_compose.engine.docker_cli import DockerProcess, indented_tail, run_docker, start_docker
+from gym_compose.engine.one_off import COMPOSE_PROJECT_LABEL, ONE_OFF_LABEL, SERVICE_LABEL, docker_run_args
 from gym_compose.engine.target import (
     EXITED_STATES,
     Leftovers,
@@ -34,9 +35,6 @@ __all__ = ["ComposeProject", "Leftovers", "ServiceState", "StackCheck", "StackNo
 
 WAIT_POLL_SECONDS = 0.5
 UP_TIMEOUT_SECONDS = 300
-COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
-ONE_OFF_LABEL = "com.docker.compose.oneoff"
-SERVICE_LABEL = "com.docker.compose.service"
 PORT_TAKEN = ("port is already allocated", "address already in use")
 
 
@@ -108,16 +106,23 @@ class ComposeProject:
         return start_docker([*args, *services], stderr_to=sys.stderr)
 
     def run_one_off(self, service: str, log: IO[str], args: Sequence[str] = ()) -> DockerProcess:
-        """Start a one-off `compose run` of a profiled service (the collector), output into `log`.
+        """Start a one-off run of a profiled service (the collector), output into `log`: the
+        service as the compose file renders it, started with `docker run` (engine.one_off says
+        why), or with `compose run` when there is no file to read it from.
 
         Its stdin is a pipe from us: the container sees it close when we stop it (`close_stdin`)
         and when we die, however we die, so it never outlives the command that started it.
         """
-        return start_docker(
-            [*self.compose_args(), "--profile", "collect", "run", "--rm", "--no-TTY", "--pull", "never",
-             service, *args],
-            stdout=log, stderr_to=log, stdin_pipe=True, new_session=True,
-        )
+        if self.compose_file is not None:
+            import yaml
+
+            model = yaml.load(self.compose_file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            command = docker_run_args(self.name, service, model["services"][service], model.get("networks") or {},
+                                      args)
+        else:
+            command = [*self.compose_args(), "--profile", "collect", "run", "--rm", "--no-TTY", "--pull", "never",
+                       service, *args]
+        return start_docker(command, stdout=log, stderr_to=log, stdin_pipe=True, new_session=True)
 
     def one_off_containers(self, service: str | None = None, running_only: bool = False) -> list[str]:
         """Names of this project's `compose run` containers (of `service`, if given)."""
