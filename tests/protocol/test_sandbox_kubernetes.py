@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from kube_fake import NAMESPACE, TOKEN, FakeKubernetes
+from sandbox_fakes import run_async
 
 from gym_compose.sandbox.broker.engine import EngineError
 from gym_compose.sandbox.broker.kubernetes import KubernetesEngine
@@ -15,8 +17,6 @@ from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.broker.pod import WAIT_FOR_ATTACH, pod_manifest
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
-from kube_fake import NAMESPACE, TOKEN, FakeKubernetes
-from sandbox_fakes import run_async
 
 pytestmark = pytest.mark.protocol
 IMAGE = "registry.example/gym/sandbox:1"
