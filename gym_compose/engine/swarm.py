@@ -202,6 +202,12 @@ class SwarmStack:
         names = self.one_off_containers(service)
         if names:
             run_docker(["service", "rm", *names], timeout=60, check=False)
+        # Swarm (20.10) keeps the container of a completed job task after its service is removed
+        for name in names:
+            found = run_docker(["ps", "-aq", "--filter", f"label=com.docker.swarm.service.name={name}"],
+                               timeout=30, check=False).stdout.split()
+            if found:
+                run_docker(["rm", "-f", *found], timeout=60, check=False)
 
     def stop(self, grace_seconds: int) -> None:
         """Nothing to do before `down`: `docker stack rm` stops each task with its grace period."""
@@ -213,8 +219,9 @@ class SwarmStack:
                 result = run_docker([kind, "ls", "--filter", f"label={label}={self.name}", "--format", "{{.Name}}"],
                                     timeout=30, retries=2)
                 found[kind].update(result.stdout.split())
-        containers = run_docker(["ps", "-a", "--filter", f"label={STACK_LABEL}={self.name}", "--format", "{{.Names}}"],
-                                timeout=30, retries=2).stdout.split()
+        containers = [name for label in (STACK_LABEL, PROJECT_LABEL) for name in run_docker(
+            ["ps", "-a", "--filter", f"label={label}={self.name}", "--format", "{{.Names}}"],
+            timeout=30, retries=2).stdout.split()]
         return Leftovers(sorted(found["service"] | set(containers)), sorted(found["network"]),
                          secrets=sorted(found["secret"] | found["config"]))
 
