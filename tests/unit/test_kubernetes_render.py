@@ -150,7 +150,8 @@ def test_benchmark_manifests_pass_the_api_schemas(benchmark, tmp_path):
     env = {e["name"]: e.get("value") for e in broker["env"]}
     assert env["GYM_COMPOSE_SANDBOX_BACKEND"] == "kubernetes"
     owners = json.loads(env["GYM_COMPOSE_SANDBOX_OWNERS"])
-    assert list(owners.values()) == [sandboxes["podSelector"]["matchLabels"]["gym-compose.io/sandbox-owner"]]
+    assert owners == {server.policy.server: server.service for server in stack.sandboxes.servers}
+    assert sandboxes["podSelector"]["matchLabels"]["gym-compose.io/sandbox-owner"] in owners.values()
     # a re-render keeps the sandbox tokens of a running stack
     first = secret_file.read_text()
     write_manifests(stack, IMAGES, tmp_path / "k8s")
