@@ -46,6 +46,8 @@ URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")  # after nemo-gym's own
 GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
                              re.IGNORECASE | re.MULTILINE)
 RESULTS_LINE = re.compile(r"^results: (.+)$", re.MULTILINE)
+FAILURES_PROGRESS = re.compile(r"\bfailures (\d+)\s*$", re.MULTILINE)  # up's progress line
+RUN_MARKERS = ("rollouts.jsonl", "rollouts_failures.jsonl", "progress.json")
 # Servers that fetch what they need from the internet when they start (found by running them; the
 # machine this runs on reaches PyPI and Debian only): excluded up front with the diagnosis.
 FETCHES_AT_START_UP = {
@@ -228,31 +230,39 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
             (logs / f"{name}.log").write_text(output)
         result["built"] = "starting " in output
         result["healthy"] = bool(re.search(r"all \d+ services healthy", output))
-        runs = rollout_files(cwd, output)
-        if runs:
-            rollouts = [json.loads(line) for line in runs[-1].read_text().splitlines() if line.strip()]
-            failures = runs[-1].with_name("rollouts_failures.jsonl")
+        run_dir = run_folder(cwd, output)
+        if run_dir is not None:
+            # A run whose rollouts all failed has no rollouts.jsonl at all: count its failures
+            # anyway (the sweep once reported such runs as 0 ok / 0 failed).
+            rollouts = read_jsonl(run_dir / "rollouts.jsonl")
+            failures = read_jsonl(run_dir / "rollouts_failures.jsonl")
+            progress = FAILURES_PROGRESS.findall(output)
             result["ok"] = len(rollouts)
-            result["failed"] = len(failures.read_text().splitlines()) if failures.is_file() else 0
+            # failures: gym-compose's own count (a rollout retried fails once), else the file's lines
+            result["failed"] = int(progress[-1]) if progress else len(failures)
             rewards = [float(r["reward"]) for r in rollouts if isinstance(r.get("reward"), (int, float))]
             result["mean_reward"] = round(sum(rewards) / len(rewards), 3) if rewards else None
-            if result["failed"] and failures.is_file():
-                first = json.loads(failures.read_text().splitlines()[0])
-                result["error"] = result["error"] or str(first.get("error") or first)[:200]
-        if not result["error"] and (done.returncode != 0 or not runs):
+            if failures:
+                result["error"] = result["error"] or str(failures[0].get("error") or failures[0])[:200]
+        if not result["error"] and (done.returncode != 0 or run_dir is None):
             result["error"] = last_line(output)
     return result
 
 
-def rollout_files(cwd: Path, output: str) -> list[Path]:
-    """The run's rollouts.jsonl: in the folder `up` names on its `results:` line, else any under cwd."""
+def run_folder(cwd: Path, output: str) -> Path | None:
+    """The run's folder: the one `up` names on its `results:` line, else the newest under cwd/results."""
     named = RESULTS_LINE.findall(output)
     if named:
         folder = Path(named[-1].strip())
         folder = folder if folder.is_absolute() else cwd / folder
-        if (folder / "rollouts.jsonl").is_file():
-            return [folder / "rollouts.jsonl"]
-    return sorted(cwd.glob("results/**/rollouts.jsonl"), key=lambda path: path.stat().st_mtime)
+        if folder.is_dir():
+            return folder
+    markers = [path for name in RUN_MARKERS for path in cwd.glob(f"results/**/{name}")]
+    return max(markers, key=lambda path: path.stat().st_mtime).parent if markers else None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
