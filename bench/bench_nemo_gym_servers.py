@@ -56,6 +56,10 @@ FETCHES_AT_START_UP = {
     "bird_sql": "internet at run time: downloads the BIRD dev databases (bird-bench.oss-cn-beijing.aliyuncs.com) "
                 "at start-up (setup_bird_sql.py)",
 }
+# Servers whose config class requires credentials of an outside service that their YAML leaves out.
+NEEDS_CREDENTIALS = {
+    "google_search": "an API key: Google Custom Search (google_api_key, google_cx are required fields)",
+}
 
 
 def nemo_gym_tree() -> Path:
@@ -105,6 +109,8 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         if unset:  # NeMo Gym stops on it too: a value (image, path, endpoint) the user must supply
             return f"leaves {unset.group(1)} unset (used by {unset.group(2)}): a value to supply"
         return None
+    if server_dir.name in NEEDS_CREDENTIALS:
+        return f"needs {NEEDS_CREDENTIALS[server_dir.name]}"
     if server_dir.name in FETCHES_AT_START_UP:
         return f"needs the {FETCHES_AT_START_UP[server_dir.name]}"
     requirements = server_requirements(server_dir)
