@@ -59,6 +59,8 @@ FETCHES_AT_START_UP = {
 # Servers whose config class requires credentials of an outside service that their YAML leaves out.
 NEEDS_CREDENTIALS = {
     "google_search": "an API key: Google Custom Search (google_api_key, google_cx are required fields)",
+    "deepsearchqa": "a harness container image and an Exa search key (its harness_exa_search agent requires "
+                    "`agent`, `image`; exa_api_key)",
 }
 
 
