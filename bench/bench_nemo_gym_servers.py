@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_nemo_gym_servers.py                   # every server that needs no external service
     .venv/bin/python bench/bench_nemo_gym_servers.py --limit 20        # the first 20 of them (alphabetical)
     .venv/bin/python bench/bench_nemo_gym_servers.py --only wordle mcqa
-    .venv/bin/python bench/bench_nemo_gym_servers.py --report FILE     # reprint the table of an earlier sweep
+    .venv/bin/python bench/bench_nemo_gym_servers.py --report FILE...  # reprint the table of earlier sweeps
 
 The released nemo-gym 0.7.0 wheel (downloaded once, unpacked under ~/.cache/gym-compose) is the
 `--search-dir`, as a user points gym-compose at a NeMo Gym checkout. For each resources server the
@@ -314,10 +314,19 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1200, help="seconds for one server's `up`")
     parser.add_argument("--results", type=Path, help="JSON-lines file the results are appended to")
     parser.add_argument("--logs", type=Path, help="folder to keep each server's `up` output in (<server>.log)")
-    parser.add_argument("--report", type=Path, help="print the table of an earlier sweep's results file and stop")
+    parser.add_argument("--report", type=Path, nargs="+",
+                        help="print the table of earlier sweeps' results files and stop (a later file's result "
+                             "for a server replaces an earlier one: a re-run batch over a full sweep)")
     options = parser.parse_args()
     if options.report:
-        print_table([json.loads(line) for line in options.report.read_text().splitlines() if line.strip()])
+        latest: dict[str, dict[str, Any]] = {}
+        for report in options.report:
+            for line in report.read_text().splitlines():
+                if line.strip():
+                    result = json.loads(line)
+                    latest.pop(result["server"], None)
+                    latest[result["server"]] = result
+        print_table(sorted(latest.values(), key=lambda result: result["server"]))
         return 0
     os.environ.setdefault("GYM_COMPOSE_OFFLINE", "1")
     tree = (options.nemo_gym or nemo_gym_tree()).resolve()
