@@ -55,10 +55,14 @@ FETCHES_AT_START_UP = {
                     "tensorflow and its requirements-eval.txt from GitHub; setup_bcb_venv.py)",
     "bird_sql": "internet at run time: downloads the BIRD dev databases (bird-bench.oss-cn-beijing.aliyuncs.com) "
                 "at start-up (setup_bird_sql.py)",
+    "newton_bench": "internet at run time: git-clones github.com/HKUST-KnowComp/NewtonBench at start-up "
+                    "(setup_newton_bench.py)",
 }
 # Servers whose config class requires credentials of an outside service that their YAML leaves out.
 NEEDS_CREDENTIALS = {
     "google_search": "an API key: Google Custom Search (google_api_key, google_cx are required fields)",
+    "competitive_coding_challenges": "a NeMo Skills code-execution sandbox service (NEMO_SKILLS_SANDBOX_HOST, "
+                                     "port 6000; waits 240 s for it at start-up)",
     "deepsearchqa": "a harness container image and an Exa search key (its harness_exa_search agent requires "
                     "`agent`, `image`; exa_api_key)",
 }
