@@ -41,10 +41,16 @@ def newest_runtime() -> str:
 
 
 def server_images(runtime: str) -> list[str]:
-    tags = [line for line in docker("images", "--format", "{{.Repository}}:{{.Tag}}").splitlines()
-            if line.split(":")[0].endswith(SERVER_SUFFIX)]
-    return sorted(tag for tag in tags
-                  if ((inspect(tag).get("Config") or {}).get("Labels") or {}).get(BASE_LABEL) == runtime)
+    """One image per server (its newest) built on `runtime`, by server name."""
+    newest: dict[str, str] = {}
+    listing = docker("images", "--format", "{{.CreatedAt}}\t{{.Repository}}:{{.Tag}}").splitlines()
+    for line in sorted(listing):  # oldest first, so the newest of a server's images wins
+        tag = line.split("\t")[1]
+        repository = tag.rsplit(":", 1)[0]
+        if repository.endswith(SERVER_SUFFIX) and \
+                ((inspect(tag).get("Config") or {}).get("Labels") or {}).get(BASE_LABEL) == runtime:
+            newest[repository] = tag
+    return [newest[name] for name in sorted(newest)]
 
 
 def gb(size: float) -> str:

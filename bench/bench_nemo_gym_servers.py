@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_nemo_gym_servers.py                   # every server that needs no external service
     .venv/bin/python bench/bench_nemo_gym_servers.py --limit 20        # the first 20 of them (alphabetical)
     .venv/bin/python bench/bench_nemo_gym_servers.py --only wordle mcqa
-    .venv/bin/python bench/bench_nemo_gym_servers.py --report FILE     # reprint the table of an earlier sweep
+    .venv/bin/python bench/bench_nemo_gym_servers.py --report FILE...  # reprint the table of earlier sweeps
 
 The released nemo-gym 0.7.0 wheel (downloaded once, unpacked under ~/.cache/gym-compose) is the
 `--search-dir`, as a user points gym-compose at a NeMo Gym checkout. For each resources server the
@@ -46,6 +46,8 @@ URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")  # after nemo-gym's own
 GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
                              re.IGNORECASE | re.MULTILINE)
 RESULTS_LINE = re.compile(r"^results: (.+)$", re.MULTILINE)
+FAILURES_PROGRESS = re.compile(r"\bfailures (\d+)\s*$", re.MULTILINE)  # up's progress line
+RUN_MARKERS = ("rollouts.jsonl", "rollouts_failures.jsonl", "progress.json")
 # Servers that fetch what they need from the internet when they start (found by running them; the
 # machine this runs on reaches PyPI and Debian only): excluded up front with the diagnosis.
 FETCHES_AT_START_UP = {
@@ -53,6 +55,16 @@ FETCHES_AT_START_UP = {
                     "tensorflow and its requirements-eval.txt from GitHub; setup_bcb_venv.py)",
     "bird_sql": "internet at run time: downloads the BIRD dev databases (bird-bench.oss-cn-beijing.aliyuncs.com) "
                 "at start-up (setup_bird_sql.py)",
+    "newton_bench": "internet at run time: git-clones github.com/HKUST-KnowComp/NewtonBench at start-up "
+                    "(setup_newton_bench.py)",
+}
+# Servers whose config class requires credentials of an outside service that their YAML leaves out.
+NEEDS_CREDENTIALS = {
+    "google_search": "an API key: Google Custom Search (google_api_key, google_cx are required fields)",
+    "competitive_coding_challenges": "a NeMo Skills code-execution sandbox service (NEMO_SKILLS_SANDBOX_HOST, "
+                                     "port 6000; waits 240 s for it at start-up)",
+    "deepsearchqa": "a harness container image and an Exa search key (its harness_exa_search agent requires "
+                    "`agent`, `image`; exa_api_key)",
 }
 
 
@@ -103,6 +115,8 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         if unset:  # NeMo Gym stops on it too: a value (image, path, endpoint) the user must supply
             return f"leaves {unset.group(1)} unset (used by {unset.group(2)}): a value to supply"
         return None
+    if server_dir.name in NEEDS_CREDENTIALS:
+        return f"needs {NEEDS_CREDENTIALS[server_dir.name]}"
     if server_dir.name in FETCHES_AT_START_UP:
         return f"needs the {FETCHES_AT_START_UP[server_dir.name]}"
     requirements = server_requirements(server_dir)
@@ -228,31 +242,39 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
             (logs / f"{name}.log").write_text(output)
         result["built"] = "starting " in output
         result["healthy"] = bool(re.search(r"all \d+ services healthy", output))
-        runs = rollout_files(cwd, output)
-        if runs:
-            rollouts = [json.loads(line) for line in runs[-1].read_text().splitlines() if line.strip()]
-            failures = runs[-1].with_name("rollouts_failures.jsonl")
+        run_dir = run_folder(cwd, output)
+        if run_dir is not None:
+            # A run whose rollouts all failed has no rollouts.jsonl at all: count its failures
+            # anyway (the sweep once reported such runs as 0 ok / 0 failed).
+            rollouts = read_jsonl(run_dir / "rollouts.jsonl")
+            failures = read_jsonl(run_dir / "rollouts_failures.jsonl")
+            progress = FAILURES_PROGRESS.findall(output)
             result["ok"] = len(rollouts)
-            result["failed"] = len(failures.read_text().splitlines()) if failures.is_file() else 0
+            # failures: gym-compose's own count (a rollout retried fails once), else the file's lines
+            result["failed"] = int(progress[-1]) if progress else len(failures)
             rewards = [float(r["reward"]) for r in rollouts if isinstance(r.get("reward"), (int, float))]
             result["mean_reward"] = round(sum(rewards) / len(rewards), 3) if rewards else None
-            if result["failed"] and failures.is_file():
-                first = json.loads(failures.read_text().splitlines()[0])
-                result["error"] = result["error"] or str(first.get("error") or first)[:200]
-        if not result["error"] and (done.returncode != 0 or not runs):
+            if failures:
+                result["error"] = result["error"] or str(failures[0].get("error") or failures[0])[:200]
+        if not result["error"] and (done.returncode != 0 or run_dir is None):
             result["error"] = last_line(output)
     return result
 
 
-def rollout_files(cwd: Path, output: str) -> list[Path]:
-    """The run's rollouts.jsonl: in the folder `up` names on its `results:` line, else any under cwd."""
+def run_folder(cwd: Path, output: str) -> Path | None:
+    """The run's folder: the one `up` names on its `results:` line, else the newest under cwd/results."""
     named = RESULTS_LINE.findall(output)
     if named:
         folder = Path(named[-1].strip())
         folder = folder if folder.is_absolute() else cwd / folder
-        if (folder / "rollouts.jsonl").is_file():
-            return [folder / "rollouts.jsonl"]
-    return sorted(cwd.glob("results/**/rollouts.jsonl"), key=lambda path: path.stat().st_mtime)
+        if folder.is_dir():
+            return folder
+    markers = [path for name in RUN_MARKERS for path in cwd.glob(f"results/**/{name}")]
+    return max(markers, key=lambda path: path.stat().st_mtime).parent if markers else None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
@@ -296,10 +318,19 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1200, help="seconds for one server's `up`")
     parser.add_argument("--results", type=Path, help="JSON-lines file the results are appended to")
     parser.add_argument("--logs", type=Path, help="folder to keep each server's `up` output in (<server>.log)")
-    parser.add_argument("--report", type=Path, help="print the table of an earlier sweep's results file and stop")
+    parser.add_argument("--report", type=Path, nargs="+",
+                        help="print the table of earlier sweeps' results files and stop (a later file's result "
+                             "for a server replaces an earlier one: a re-run batch over a full sweep)")
     options = parser.parse_args()
     if options.report:
-        print_table([json.loads(line) for line in options.report.read_text().splitlines() if line.strip()])
+        latest: dict[str, dict[str, Any]] = {}
+        for report in options.report:
+            for line in report.read_text().splitlines():
+                if line.strip():
+                    result = json.loads(line)
+                    latest.pop(result["server"], None)
+                    latest[result["server"]] = result
+        print_table(sorted(latest.values(), key=lambda result: result["server"]))
         return 0
     os.environ.setdefault("GYM_COMPOSE_OFFLINE", "1")
     tree = (options.nemo_gym or nemo_gym_tree()).resolve()

@@ -13,7 +13,7 @@ COPY requirements.txt /tmp/requirements.txt
 # export now and then on Docker 20.10 with fuse-overlayfs ("layer does not exist").
 RUN mkdir -p /tmp/staging/share/gym-compose && echo "$(cat /tmp/requirements.txt)" > /tmp/staging/share/gym-compose/server-requirements.txt \
  && if grep -q '[^[:space:]]' /tmp/requirements.txt; then \
-        pip freeze --all --exclude-editable > /tmp/runtime-constraints.txt \
+        pip freeze --exclude-editable > /tmp/runtime-constraints.txt \
         && pip install --no-cache-dir --disable-pip-version-check --quiet --ignore-requires-python \
             ${PIP_INSTALL_OPTIONS} --find-links /tmp/wheels --prefix /tmp/staging \
             -c /tmp/runtime-constraints.txt -r /tmp/requirements.txt; \

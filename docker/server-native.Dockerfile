@@ -42,7 +42,7 @@ USER root
 COPY wheels/ /tmp/wheels/
 COPY --from=native /tmp/native-wheels/ /tmp/native-wheels/
 COPY requirements.txt image_setup/ /tmp/setup/
-RUN pip freeze --all --exclude-editable > /tmp/base-constraints.txt \
+RUN pip freeze --exclude-editable > /tmp/base-constraints.txt \
  && pip install --no-cache-dir --disable-pip-version-check --quiet ${PIP_INSTALL_OPTIONS} \
         --find-links /tmp/wheels --find-links /tmp/native-wheels --prefix /tmp/staging \
         -c /tmp/base-constraints.txt -r /tmp/setup/requirements.txt /tmp/native-wheels/*.whl \

@@ -183,7 +183,8 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
                 shutil.copy2(implementation_dir / IMAGE_SETUP, setup / IMAGE_SETUP)
         if own_needs.strip() and offline:
             runtime = ensure_wheelhouse(_read_runtime_requirements(), settings.cache_dir, progress)
-            own = ensure_wheelhouse(own_needs, settings.cache_dir, progress, constraints=pinned_versions(runtime))
+            own = ensure_wheelhouse(own_needs, settings.cache_dir, progress, constraints=pinned_versions(runtime),
+                                    find_links=(runtime,))
             _link_wheels(own, context / "wheels")
         (context / "Dockerfile").write_text(dockerfile)
         (context / "requirements.txt").write_text(requirements)

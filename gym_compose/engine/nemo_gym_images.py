@@ -116,6 +116,7 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
             runtime = ensure_wheelhouse(RUNTIME_REQUIREMENTS.read_text(), settings.cache_dir, progress,
                                         platform=NEMO_GYM_PLATFORM)
             own = ensure_wheelhouse(requirements, settings.cache_dir, progress, constraints=pinned_versions(runtime),
+                                    find_links=(runtime,),
                                     platform=NEMO_GYM_PLATFORM)
             _link_wheels(own, context / "wheels")
         (context / "Dockerfile").write_text(dockerfile)

@@ -53,8 +53,13 @@ def ensure_wheelhouse(
     progress: Callable[[str], None],
     constraints: str = "",
     platform: PythonPlatform = LEAN_PLATFORM,
+    find_links: tuple[Path, ...] = (),
 ) -> Path:
-    """A folder with wheels for `requirements` (and their dependencies) for the offline base."""
+    """A folder with wheels for `requirements` (and their dependencies) for the offline base.
+
+    `find_links`: wheelhouses whose wheels may satisfy the constraints, e.g. the runtime's own, so
+    a constraint on a wheel built here from an sdist (antlr4-python3-runtime==4.9.3, which
+    math-verify's dependencies allow) is met from it instead of being unsatisfiable."""
     key = (
         ContentHash()
         .add_text("requirements", requirements)
@@ -72,7 +77,7 @@ def ensure_wheelhouse(
         wheelhouse.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=wheelhouse.parent))
         try:
-            _download(requirements, constraints, staging, platform)
+            _download(requirements, constraints, staging, platform, find_links)
             (staging / _COMPLETE_MARKER).write_text("")
             if wheelhouse.exists():
                 shutil.rmtree(wheelhouse)
@@ -91,12 +96,15 @@ def pinned_versions(wheelhouse: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _download(requirements: str, constraints: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM) -> None:
+def _download(requirements: str, constraints: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM,
+              find_links: tuple[Path, ...] = ()) -> None:
     (target / "requirements.txt").write_text(requirements)
     (target / "constraints.txt").write_text(constraints)
     # not --quiet: a conflict's causes (which pin lacks wheels) are only printed at info level
     command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
     command += ["--dest", str(target), "--find-links", str(target)]
+    for folder in find_links:
+        command += ["--find-links", str(folder)]
     command += ["-r", str(target / "requirements.txt"), "-c", str(target / "constraints.txt")]
     command += target_options(platform)
     for _ in range(MAX_SDIST_BUILDS):

@@ -80,7 +80,7 @@ def engine(monkeypatch, tmp_path):
         rootfs.parent.mkdir(parents=True, exist_ok=True)
         rootfs.write_bytes(b"rootfs")
 
-    def fake_wheelhouse(requirements, cache_dir, progress, constraints=""):
+    def fake_wheelhouse(requirements, cache_dir, progress, constraints="", find_links=()):
         folder = cache_dir / "fake-wheels"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "fastapi-0.110.0-py3-none-any.whl").write_bytes(b"wheel")
