@@ -163,6 +163,21 @@ def resolve(tree: Path, chosen: str, cwd: Path) -> tuple[dict[str, Any] | None, 
     return config, runtime, ""
 
 
+def agent_override(config: dict[str, Any], rows: Path) -> list[str]:
+    """`++agent_name=<agent>` when the rows name an agent the config does not define and the config
+    has exactly one: NeMo Gym's collector stops on such rows too, and its users pass +agent_name."""
+    agents = [key for key, value in config.items() if isinstance(value, dict) and "responses_api_agents" in value]
+    named = set()
+    for line in rows.read_text().splitlines():
+        if line.strip():
+            reference = json.loads(line).get("agent_ref") or {}
+            if isinstance(reference, dict) and reference.get("name"):
+                named.add(reference["name"])
+    if len(agents) == 1 and named - set(agents):
+        return [f"++agent_name={agents[0]}"]
+    return []
+
+
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     errors = [line for line in lines if line.lower().startswith(("error", "gym-compose: error"))]
@@ -190,21 +205,24 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
         if config is None:
             result["error"] = f"resolve: {error}"
             return result
+        extra = agent_override(config, rows)
+        result["note"] = f"rows re-routed with {extra[0]}" if extra else None
         project = f"ngsweep-{index}-{re.sub('[^a-z0-9]+', '-', name.lower())}"[:60].strip("-")
         started = time.monotonic()
         try:
             done = subprocess.run([*CLI, "up", "-p", project, "--search-dir", str(tree), "--resources-server", chosen,
-                                   "--input", str(rows), "--head-port", str(12000 + index % 4000)],
+                                   "--input", str(rows), "--head-port", str(12000 + index % 4000), *extra],
                                   cwd=cwd, capture_output=True, text=True, timeout=timeout)
             output = done.stdout + done.stderr
         except subprocess.TimeoutExpired as expired:
-            output = f"{expired.stdout or ''}{expired.stderr or ''}"
+            # TimeoutExpired carries bytes even when the run asked for text
+            output = "".join(part.decode("utf-8", "replace") if isinstance(part, bytes) else part or ""
+                             for part in (expired.stdout, expired.stderr))
             result["error"] = f"timed out after {timeout:.0f} s"
         finally:
             subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"],
                            capture_output=True, timeout=300)
         result["seconds"] = round(time.monotonic() - started, 1)
-        output = output if isinstance(output, str) else output.decode("utf-8", "replace")
         if logs:
             logs.mkdir(parents=True, exist_ok=True)
             (logs / f"{name}.log").write_text(output)
@@ -257,6 +275,11 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print("\nerrors:")
         for r in problems:
             print(f"  {r['server']}: {r['error']}")
+    noted = [r for r in ran if r.get("note")]
+    if noted:
+        print("\nnotes:")
+        for r in noted:
+            print(f"  {r['server']}: {r['note']}")
     excluded = [r for r in results if r["excluded"]]
     if excluded:
         print(f"\nexcluded ({len(excluded)}):")

@@ -52,6 +52,7 @@ from gym_compose.errors import UserError
 from gym_compose.plan import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
 from gym_compose.render import _start_period_seconds, load_template
 from gym_compose.sandbox.broker.__main__ import BACKEND_ENV as SANDBOX_BACKEND_ENV
+from gym_compose.sandbox.broker.kubernetes import OWNERS_ENV as SANDBOX_OWNERS_ENV
 from gym_compose.service_spec import GpuRequest, Probe
 
 MANIFESTS_FILE = "stack.yaml"
@@ -405,13 +406,16 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
     account = f"{project}-{BROKER_SERVICE}"
     settings = broker_settings(stack, images)
     broker = Service(name=BROKER_SERVICE, role="sandbox-broker", port=BROKER_PORT)
+    # a sandbox pod's owner label is its server's service, which the NetworkPolicies select
+    owners = {server.policy.server: server.service for server in (stack.sandboxes.servers if stack.sandboxes else [])}
     container: dict[str, Any] = {
         "name": BROKER_SERVICE, "image": images.get(BROKER_SERVICE, images["base"]), "imagePullPolicy": "IfNotPresent",
         "command": list(load_template("sandbox_broker")["entrypoint"]),
         "ports": [{"name": "http", "containerPort": BROKER_PORT}],
         "env": [{"name": POLICY_ENV, "value": json.dumps(settings.model_dump(mode="json"), separators=(",", ":"))},
                 {"name": BIND_HOST_ENV, "value": BIND_ALL},
-                {"name": SANDBOX_BACKEND_ENV, "value": "kubernetes"}],
+                {"name": SANDBOX_BACKEND_ENV, "value": "kubernetes"},
+                {"name": SANDBOX_OWNERS_ENV, "value": json.dumps(owners, separators=(",", ":"))}],
         "volumeMounts": [{"name": "secrets", "mountPath": SECRETS_DIR, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}],
         "resources": {"requests": {"memory": "128Mi", "cpu": "50m"},

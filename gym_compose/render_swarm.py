@@ -12,7 +12,9 @@ config views, secrets, healthchecks and hardening) and moves what Swarm spells d
   since Swarm has no host address in a port;
 - `tmpfs` and `shm_size` -> tmpfs mounts; networks -> overlay (internal ones stay internal;
   sandbox networks `attachable`, because the broker starts plain containers on them);
-- `restart: "no"` -> `restart_policy: none` (a dying server fails the run, as under compose);
+- `restart: "no"` -> `restart_policy: on-failure`, once (RESTART_POLICY): a task lost with its
+  node is rescheduled on another (with `none` Swarm leaves the slot empty). A dying server still
+  fails the run, as under compose: the run's watcher sees its slot's new task not running;
 - what Swarm cannot do is left out and said in docs/deploy.md: `security_opt` (no-new-privileges),
   `ipc: host`, `group_add` (the sandbox broker runs as root to reach the socket).
 The collector is not part of the stack: it runs as a one-off job service (engine/swarm.py) from
@@ -37,6 +39,9 @@ from gym_compose.service_spec import GpuRequest
 STACK_FILE = "stack.yaml"
 COLLECTOR_FILE = "collector.yaml"
 STACK_VERSION = "3.9"
+# Swarm restarts a task whose node is lost only when its policy allows a restart; one attempt
+# covers a lost node without letting a server that crashes at start loop.
+RESTART_POLICY = {"condition": "on-failure", "max_attempts": 1}
 KEPT_KEYS = ("image", "entrypoint", "command", "user", "read_only", "init", "cap_add", "cap_drop", "environment",
              "labels", "secrets", "healthcheck", "networks", "stop_grace_period", "extra_hosts", "volumes")
 
@@ -126,7 +131,7 @@ def _swarm_service(name: str, spec: dict[str, Any], service) -> dict[str, Any]:
     if "pids_limit" in spec:
         limits["pids"] = int(spec["pids_limit"])
     reservations: dict[str, Any] = {}
-    deploy: dict[str, Any] = {"replicas": 1, "endpoint_mode": "dnsrr", "restart_policy": {"condition": "none"},
+    deploy: dict[str, Any] = {"replicas": 1, "endpoint_mode": "dnsrr", "restart_policy": dict(RESTART_POLICY),
                               "labels": {PROJECT_LABEL: spec.get("labels", {}).get(PROJECT_LABEL, "")}}
     if service is not None:
         deploy["replicas"] = service.scheduling.replicas

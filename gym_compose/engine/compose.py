@@ -10,6 +10,7 @@ fails, naming them, when anything of the project is left.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from gym_compose.contract import PROJECT_LABEL, RUNTIME_LABEL
 from gym_compose.engine import postmortem
 from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
 from gym_compose.engine.docker_cli import DockerProcess, indented_tail, run_docker, start_docker
+from gym_compose.engine.one_off import COMPOSE_PROJECT_LABEL, ONE_OFF_LABEL, SERVICE_LABEL, docker_run_args
 from gym_compose.engine.target import (
     EXITED_STATES,
     Leftovers,
@@ -34,9 +36,6 @@ __all__ = ["ComposeProject", "Leftovers", "ServiceState", "StackCheck", "StackNo
 
 WAIT_POLL_SECONDS = 0.5
 UP_TIMEOUT_SECONDS = 300
-COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
-ONE_OFF_LABEL = "com.docker.compose.oneoff"
-SERVICE_LABEL = "com.docker.compose.service"
 PORT_TAKEN = ("port is already allocated", "address already in use")
 
 
@@ -74,7 +73,7 @@ class ComposeProject:
                                   indented_tail(output, 10) + "\n" + postmortem.failure_report(self))
         deadline = self.clock.monotonic() + wait_timeout
         while True:
-            states = [s for s in self.ps() if not s.one_off]
+            states = [s for s in self.quick_states() if not s.one_off]
             dead = [s.service for s in states if s.state in EXITED_STATES]
             if dead:
                 raise StackNotHealthy(f"{', '.join(dead)} stopped during start-up:", postmortem.failure_report(self))
@@ -88,9 +87,19 @@ class ComposeProject:
         result = run_docker([*self.compose_args(), "ps", "--all", "--format", "json"], timeout=30, retries=2)
         return [_service_state(row) for row in _json_rows(result.stdout)]
 
+    def quick_states(self) -> list[ServiceState]:
+        """The project's containers from one `docker ps`, without their published ports: what the
+        wait for health and the watch during a run poll. `compose ps` starts the Compose binary
+        and loads the project each time (0.2-0.7 s of CPU on a 2-core machine, against ~0.03 s)."""
+        fields = ["{{.Names}}", "{{.State}}", "{{.Status}}", f'{{{{.Label "{SERVICE_LABEL}"}}}}',
+                  f'{{{{.Label "{ONE_OFF_LABEL}"}}}}', f'{{{{.Label "{RUNTIME_LABEL}"}}}}']
+        result = run_docker(["ps", "--all", "--no-trunc", "--filter", f"label={COMPOSE_PROJECT_LABEL}={self.name}",
+                             "--format", "\t".join(fields)], timeout=30, retries=2)
+        return [_listed_state(line) for line in result.stdout.splitlines() if line.strip()]
+
     def check_stack(self, services: Sequence[str]) -> StackCheck:
-        """Which of `services` (the servers) died, are paused, or are gone; one `ps`."""
-        return check_servers(self.ps(), services)
+        """Which of `services` (the servers) died, are paused, or are gone; one `docker ps`."""
+        return check_servers(self.quick_states(), services)
 
     def log_tail(self, service: str) -> list[str]:
         return postmortem.indented_log(self, service)
@@ -108,16 +117,23 @@ class ComposeProject:
         return start_docker([*args, *services], stderr_to=sys.stderr)
 
     def run_one_off(self, service: str, log: IO[str], args: Sequence[str] = ()) -> DockerProcess:
-        """Start a one-off `compose run` of a profiled service (the collector), output into `log`.
+        """Start a one-off run of a profiled service (the collector), output into `log`: the
+        service as the compose file renders it, started with `docker run` (engine.one_off says
+        why), or with `compose run` when there is no file to read it from.
 
         Its stdin is a pipe from us: the container sees it close when we stop it (`close_stdin`)
         and when we die, however we die, so it never outlives the command that started it.
         """
-        return start_docker(
-            [*self.compose_args(), "--profile", "collect", "run", "--rm", "--no-TTY", "--pull", "never",
-             service, *args],
-            stdout=log, stderr_to=log, stdin_pipe=True, new_session=True,
-        )
+        if self.compose_file is not None:
+            import yaml
+
+            model = yaml.load(self.compose_file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            command = docker_run_args(self.name, service, model["services"][service], model.get("networks") or {},
+                                      args)
+        else:
+            command = [*self.compose_args(), "--profile", "collect", "run", "--rm", "--no-TTY", "--pull", "never",
+                       service, *args]
+        return start_docker(command, stdout=log, stderr_to=log, stdin_pipe=True, new_session=True)
 
     def one_off_containers(self, service: str | None = None, running_only: bool = False) -> list[str]:
         """Names of this project's `compose run` containers (of `service`, if given)."""
@@ -213,6 +229,20 @@ def _service_state(row: dict) -> ServiceState:
         one_off=f"{ONE_OFF_LABEL}=True" in str(row.get("Labels") or ""),
         runtime=_label(str(row.get("Labels") or ""), RUNTIME_LABEL),
     )
+
+
+def _listed_state(line: str) -> ServiceState:
+    """One `docker ps` line of quick_states: name, state, status text (`Up 3 s (healthy)`,
+    `Exited (137) 2 s ago`), then the service, one-off and runtime labels."""
+    name, state, status, service, one_off, runtime = (line.split("\t") + [""] * 6)[:6]
+    health = next((word for marker, word in _HEALTH_IN_STATUS if marker in status), "")
+    exited = _EXIT_IN_STATUS.search(status) if state in EXITED_STATES else None
+    return ServiceState(service=service, container=name, state=state, health=health,
+                        exit_code=int(exited.group(1)) if exited else 0, one_off=one_off == "True", runtime=runtime)
+
+
+_HEALTH_IN_STATUS = (("(healthy)", "healthy"), ("(unhealthy)", "unhealthy"), ("(health: starting)", "starting"))
+_EXIT_IN_STATUS = re.compile(r"^Exited \((-?\d+)\)")
 
 
 def _label(labels: str, key: str) -> str:

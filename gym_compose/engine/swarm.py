@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL
 from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
-from gym_compose.engine.docker_cli import DockerProcess, indented_tail, run_docker, start_docker
+from gym_compose.engine.docker_cli import DockerProcess, DockerTimeout, indented_tail, run_docker, start_docker
 from gym_compose.engine.target import Leftovers, ServiceState, StackCheck, StackNotHealthy, check_servers
 from gym_compose.errors import UserError
 
@@ -31,6 +31,7 @@ WAIT_POLL_SECONDS = 1.0
 DEPLOY_TIMEOUT_SECONDS = 300
 REMOVE_WAIT_SECONDS = 90
 LOG_TAIL_LINES = 15
+LOG_TAIL_TIMEOUT_SECONDS = 15
 FINISHED = ("complete", "failed", "shutdown", "rejected", "orphaned", "remove")
 EXIT_CODE = re.compile(r"non-zero exit \((\d+)\)")
 
@@ -90,7 +91,8 @@ class SwarmStack:
     def _all_replicas_up(self) -> bool:
         for row in self._services():
             running, _, wanted = str(row.get("Replicas", "")).partition("/")
-            if not wanted or running != wanted.split(" ")[0]:
+            # more running than wanted: a lost node's tasks count as running until it returns
+            if not wanted or not running.isdigit() or int(running) < int(wanted.split(" ")[0]):
                 return False
         return True
 
@@ -126,14 +128,22 @@ class SwarmStack:
         return StackCheck(dead=[*check.dead, *extra], paused=check.paused, empty=check.empty)
 
     def log_tail(self, service: str) -> list[str]:
-        result = run_docker(["service", "logs", "--raw", "--tail", str(LOG_TAIL_LINES), self.service_name(service)],
-                            timeout=30, check=False)
+        try:
+            result = run_docker(["service", "logs", "--raw", "--tail", str(LOG_TAIL_LINES), self.service_name(service)],
+                                timeout=LOG_TAIL_TIMEOUT_SECONDS, check=False)
+        except DockerTimeout:  # Swarm waits for the logs of a task whose node is gone
+            return [f"      (no log lines within {LOG_TAIL_TIMEOUT_SECONDS} s: is the node that ran it gone? "
+                    "see `docker node ls`)"]
         return ["      " + line for line in (result.stdout + result.stderr).splitlines()[-LOG_TAIL_LINES:]]
 
     def describe_death(self, state: ServiceState) -> str:
         if state.state == "missing":
             return f"server {state.service} is gone"
-        return f"server {state.service} ({state.container}) exited (exit code {state.exit_code})"
+        if state.state == "exited":
+            return f"server {state.service} ({state.container}) exited (exit code {state.exit_code})"
+        # a new task in the slot of one that ran: Swarm replaces a task whose node was lost
+        return (f"server {state.service} ({state.container}) stopped serving: Swarm is starting it again "
+                f"({state.state}); see `docker node ls` for a node that is down")
 
     def failure_report(self, states: Sequence[ServiceState]) -> str:
         lines = []
@@ -192,6 +202,12 @@ class SwarmStack:
         names = self.one_off_containers(service)
         if names:
             run_docker(["service", "rm", *names], timeout=60, check=False)
+        # Swarm (20.10) keeps the container of a completed job task after its service is removed
+        for name in names:
+            found = run_docker(["ps", "-aq", "--filter", f"label=com.docker.swarm.service.name={name}"],
+                               timeout=30, check=False).stdout.split()
+            if found:
+                run_docker(["rm", "-f", *found], timeout=60, check=False)
 
     def stop(self, grace_seconds: int) -> None:
         """Nothing to do before `down`: `docker stack rm` stops each task with its grace period."""
@@ -203,8 +219,9 @@ class SwarmStack:
                 result = run_docker([kind, "ls", "--filter", f"label={label}={self.name}", "--format", "{{.Name}}"],
                                     timeout=30, retries=2)
                 found[kind].update(result.stdout.split())
-        containers = run_docker(["ps", "-a", "--filter", f"label={STACK_LABEL}={self.name}", "--format", "{{.Names}}"],
-                                timeout=30, retries=2).stdout.split()
+        containers = [name for label in (STACK_LABEL, PROJECT_LABEL) for name in run_docker(
+            ["ps", "-a", "--filter", f"label={label}={self.name}", "--format", "{{.Names}}"],
+            timeout=30, retries=2).stdout.split()]
         return Leftovers(sorted(found["service"] | set(containers)), sorted(found["network"]),
                          secrets=sorted(found["secret"] | found["config"]))
 
@@ -245,7 +262,7 @@ def _task_state(stack: str, row: dict[str, Any], ports: str, job: bool) -> Servi
                   for port in re.findall(r":(\d+)->", ports)]
     return ServiceState(service=service, container=name, state=state, health=health,
                         exit_code=int(match.group(1)) if match else int(state == "exited" and current != "complete"),
-                        publishers=publishers, one_off=job)
+                        publishers=publishers, one_off=job, node=str(row.get("Node", "")))
 
 
 class ServiceLogs:

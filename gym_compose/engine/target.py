@@ -39,6 +39,7 @@ class ServiceState:
     publishers: list[dict] = field(default_factory=list)  # Compose's `Publishers` rows
     one_off: bool = False  # a one-off run (the collector), not a server
     runtime: str = ""  # lean | nemo_gym (a server's RUNTIME_LABEL); "" when not a server of ours
+    node: str = ""  # the swarm node running it; "" on one machine
 
     @property
     def serving(self) -> bool:

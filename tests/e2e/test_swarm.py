@@ -102,3 +102,22 @@ def test_down_leaves_no_service_network_secret_or_config(swarm_stack):
     for kind in ("service", "network", "secret", "config"):
         assert of_stack(kind) == [], kind
     assert docker("ps", "-aq", "--filter", f"label=com.docker.stack.namespace={PROJECT}").stdout.split() == []
+    # the collector job's container too (Swarm keeps a completed job task's container)
+    assert docker("ps", "-aq", "--filter", f"label=io.gym-compose.project={PROJECT}").stdout.split() == []
+
+
+def test_a_sandboxed_benchmark_collects_on_swarm_and_leaves_nothing(swarm_stack, tmp_path):
+    """The broker on the swarm node starts sandboxes through its engine, on the attachable internal
+    overlay network; python_sandbox's rows reward 1.0 only when the tool's output came back."""
+    project = f"{PROJECT_PREFIX}-swsb"
+    rows = REPO / "server_images/python_sandbox/data/example.jsonl"
+    up = gym_compose("up", "--target", "swarm", "-p", project, "--head-port", str(free_port()),
+                     "--resources-server", "python_sandbox", "--input", str(rows), "--run-name", "sandboxed",
+                     cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    (run_dir,) = (tmp_path / "results").glob("sandboxed*")
+    rollouts = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == len(rows.read_text().splitlines()) and all(r["reward"] == 1.0 for r in rollouts)
+    for label in ("io.gym-compose.project", "com.docker.stack.namespace"):
+        assert docker("ps", "-aq", "--filter", f"label={label}={project}").stdout.split() == []
+        assert docker("service", "ls", "-q", "--filter", f"label={label}={project}").stdout.split() == []

@@ -66,7 +66,12 @@ def test_down_that_leaves_something_behind_fails_naming_it(engine):
 def test_check_stack_names_dead_missing_and_paused_servers_and_ignores_the_collector(engine):
     rows = "\n".join([ps_row("head", "running", health="healthy"), ps_row("model", "exited", 137),
                       ps_row("agent", "paused"), ps_row("collector", "exited", 1, one_off=True)])
-    engine(f"""*" ps --all --format json"*) cat <<'EOF'\n{rows}\nEOF\n ;;""")
+    listed = "\n".join(["p-head-1\trunning\tUp 3 seconds (healthy)\thead\tFalse\tlean",
+                        "p-model-1\texited\tExited (137) 2 seconds ago\tmodel\tFalse\tlean",
+                        "p-agent-1\tpaused\tUp 5 seconds (Paused)\tagent\tFalse\tlean",
+                        "p-collector-run-1\texited\tExited (1) 1 second ago\tcollector\tTrue\t"])
+    engine(f"""*" ps --all --format json"*) cat <<'EOF'\n{rows}\nEOF\n ;;
+"ps --all --no-trunc --filter label=com.docker.compose.project=p "*) cat <<'EOF'\n{listed}\nEOF\n ;;""")
     check = ComposeProject("p").check_stack(["head", "model", "agent", "resources"])
     assert [(s.service, s.state) for s in check.dead] == [("model", "exited"), ("resources", "missing")]
     assert check.paused == ["agent"] and not check.empty

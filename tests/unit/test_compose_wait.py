@@ -33,6 +33,17 @@ class FakeClock:
         self.now += seconds
 
 
+def listed(frame_text: str) -> str:
+    """The same moment as `docker ps` lines in quick_states' format, from the recorded `compose ps`
+    rows (Compose passes the engine's own State and Status strings through)."""
+    def label(row: dict, key: str) -> str:
+        return next((item.partition("=")[2] for item in row["Labels"].split(",") if item.startswith(f"{key}=")), "")
+    rows = [json.loads(line) for line in frame_text.splitlines() if line.strip()]
+    return "".join("\t".join([row["Name"], row["State"], row["Status"], row["Service"],
+                               label(row, "com.docker.compose.oneoff"), label(row, "io.gym-compose.runtime")]) + "\n"
+                   for row in rows)
+
+
 def frame(name: str, services: set[str]) -> str:
     """One recorded `compose ps --format json` answer, cut down to some services."""
     lines = (RECORDED / f"ps_{name}.jsonl").read_text().splitlines()
@@ -41,12 +52,13 @@ def frame(name: str, services: set[str]) -> str:
 
 @pytest.fixture
 def engine(tmp_path, monkeypatch):
-    """engine(frames, up_fails=False): a `docker` that answers `compose ps` with the given frames in
-    turn (the last one repeated), `inspect` and `logs` from the recording; returns the call log."""
+    """engine(frames, up_fails=False): a `docker` that answers `compose ps` (and `docker ps`, the same
+    frame as quick_states lists it) with the given frames in turn (the last one repeated), `inspect` and `logs` from the recording; returns the call log."""
 
     def install(frames: list[str], up_fails: bool = False):
         for number, text in enumerate(frames, 1):
             (tmp_path / f"frame{number}").write_text(text)
+            (tmp_path / f"frame{number}.tsv").write_text(listed(text))
         log, counter = tmp_path / "calls", tmp_path / "ps-count"
         up = f"cat {RECORDED}/up_port_allocated.txt >&2; exit 1" if up_fails else "exit 0"
         script = tmp_path / "docker"
@@ -58,6 +70,10 @@ case "$*" in
   n=$(( $(cat {counter} 2>/dev/null || echo 0) + 1 )); echo $n > {counter}
   [ $n -gt {len(frames)} ] && n={len(frames)}
   cat {tmp_path}/frame$n ;;
+"ps --all --no-trunc --filter label=com.docker.compose.project={PROJECT} "*)
+  n=$(( $(cat {counter} 2>/dev/null || echo 0) + 1 )); echo $n > {counter}
+  [ $n -gt {len(frames)} ] && n={len(frames)}
+  cat {tmp_path}/frame$n.tsv ;;
 "inspect {PROJECT}-"*) service=${{2#{PROJECT}-}}; cat {RECORDED}/inspect_${{service%-1}}.json ;;
 *" logs --no-color --no-log-prefix --tail 15 "*) for last; do :; done; cat {RECORDED}/logs_$last.txt ;;
 esac

@@ -1,6 +1,7 @@
 """The kubernetes target's renderer: the plan's words mapped to manifests, validated offline
 against the Kubernetes API schemas (kubernetes-validate; no cluster needed)."""
 
+import json
 from pathlib import Path
 
 import kubernetes_validate
@@ -144,6 +145,13 @@ def test_benchmark_manifests_pass_the_api_schemas(benchmark, tmp_path):
     # swebench_mini's sandboxes have no network (their agent speaks through the broker): deny all
     assert stack.sandboxes is not None and stack.sandboxes.servers[0].policy.network == "none"
     assert sandboxes["ingress"] == sandboxes["egress"] == []
+    # the broker creates pods (Kubernetes backend) whose owner label is the one this policy selects
+    broker = by_kind(documents, "Deployment")["sandbox-broker"]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in broker["env"]}
+    assert env["GYM_COMPOSE_SANDBOX_BACKEND"] == "kubernetes"
+    owners = json.loads(env["GYM_COMPOSE_SANDBOX_OWNERS"])
+    assert owners == {server.policy.server: server.service for server in stack.sandboxes.servers}
+    assert sandboxes["podSelector"]["matchLabels"]["gym-compose.io/sandbox-owner"] in owners.values()
     # a re-render keeps the sandbox tokens of a running stack
     first = secret_file.read_text()
     write_manifests(stack, IMAGES, tmp_path / "k8s")

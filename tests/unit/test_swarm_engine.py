@@ -69,3 +69,24 @@ def test_up_refuses_an_engine_that_is_not_a_swarm_manager(engine):
         require_swarm()
     assert "docker swarm init" in str(error.value.hint)
 
+
+
+def test_a_lost_nodes_tasks_read_as_being_replaced_and_extra_running_counts_as_up(engine, tmp_path, monkeypatch):
+    """Recorded after a worker node was killed: the lost task still reads `Running` (desired
+    Shutdown), its slot's new task is `Pending`, and `service ls` counts both (2/1)."""
+    services = [{"ID": "9d4", "Mode": "replicated", "Name": "p_model", "Ports": "", "Replicas": "2/1"}]
+    tasks = [{"CurrentState": "Pending 1 second ago", "DesiredState": "Running", "Error": "", "Name": "p_model.1",
+              "Node": ""},
+             {"CurrentState": "Running 2 minutes ago", "DesiredState": "Shutdown", "Error": "",
+              "Name": "\\_ p_model.1", "Node": "gymnode1"}]
+    for name, rows in (("services", services), ("tasks", tasks)):
+        (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    engine(f'"service ls"*) cat {tmp_path}/services ;;\n"service ps"*) cat {tmp_path}/tasks ;;\n'
+           '"service logs"*) sleep 30 ;;')
+    monkeypatch.setattr("gym_compose.engine.swarm.LOG_TAIL_TIMEOUT_SECONDS", 1)
+    stack = SwarmStack("p")
+    assert stack._all_replicas_up()  # 2 running of 1 wanted: not waiting forever for a lost node
+    (dead,) = stack.check_stack(["model"]).dead
+    assert dead.state == "created"
+    assert "Swarm is starting it again" in stack.describe_death(dead)
+    assert "is the node that ran it gone" in stack.log_tail("model")[0]

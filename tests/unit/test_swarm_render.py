@@ -36,7 +36,7 @@ def test_limits_replicas_placement_and_ports_move_to_swarm_keys(roots):
     for key in ("mem_limit", "cpus", "pids_limit", "restart", "security_opt", "tmpfs", "shm_size", "depends_on"):
         assert key not in weather, key
     assert weather["deploy"] == {
-        "replicas": 3, "endpoint_mode": "dnsrr", "restart_policy": {"condition": "none"},
+        "replicas": 3, "endpoint_mode": "dnsrr", "restart_policy": {"condition": "on-failure", "max_attempts": 1},
         "labels": {"io.gym-compose.project": "p"},
         "placement": {"constraints": ["node.labels.pool==cpu"]},
         "resources": {"limits": {"memory": "2G", "cpus": "1.5", "pids": 256}, "reservations": {"memory": "1G"}}}

@@ -38,7 +38,9 @@ Its responses' `model` field is always "gym-compose-mock-model".
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import random
 from typing import Any, Optional
 
 import orjson
@@ -63,6 +65,10 @@ class MockModelConfig(BaseServerConfig):
     # When set, /v1/* answer 401 unless `Authorization: Bearer <it>`, as a real provider does:
     # a stack can check that its model key reaches the proxy (the key travels as a secret).
     required_api_key: str = ""
+    # Seconds each /v1 generation call takes, like a real model's latency (uniform between
+    # latency_s and latency_max_s when that is larger): for scale simulations (bench/bench_scale.py).
+    latency_s: float = 0.0
+    latency_max_s: float = 0.0
 
 
 def expected_answer(task: dict[str, Any]) -> Optional[Any]:
@@ -315,8 +321,8 @@ class MockModel(BaseServer):
         if self.config.mode not in MODES:
             raise ValueError(f"mock_model mode must be one of {', '.join(MODES)}, not {self.config.mode!r}")
         return Starlette(routes=[
-            Route("/v1/responses", self._authorized(self._responses), methods=["POST"]),
-            Route("/v1/chat/completions", self._authorized(self._chat_completions), methods=["POST"]),
+            Route("/v1/responses", self._authorized(self._delayed(self._responses)), methods=["POST"]),
+            Route("/v1/chat/completions", self._authorized(self._delayed(self._chat_completions)), methods=["POST"]),
             Route("/v1/models", self._authorized(self._models), methods=["GET"]),
         ])
 
@@ -332,6 +338,17 @@ class MockModel(BaseServer):
             return await endpoint(request)
 
         return checked
+
+    def _delayed(self, endpoint):
+        low, high = self.config.latency_s, max(self.config.latency_s, self.config.latency_max_s)
+        if high <= 0:
+            return endpoint
+
+        async def delayed(request: Request):
+            await asyncio.sleep(random.uniform(low, high))
+            return await endpoint(request)
+
+        return delayed
 
     async def _models(self, request: Request):
         return json_response(

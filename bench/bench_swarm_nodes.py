@@ -1,0 +1,186 @@
+"""A stack spread over a three-node swarm on this one machine; a worker killed mid-run; --resume.
+
+    sudo .venv/bin/python bench/bench_swarm_nodes.py [--nodes 2] [--rows 1200] [--parallel 32]
+                                                     [--kill-after 150] [--json OUT]
+
+1. scripts/swarm_nodes.py makes the engine a swarm manager and joins --nodes further engines
+   (each its own dockerd in its own network namespace) as workers;
+2. the stack's images are rendered (`render --target swarm`), then copied to every node with
+   `docker save | docker load` (this machine has no registry);
+3. `up -d --target swarm`: example_single_tool_call + the mock model, the resources server and the
+   agent with 2 replicas each; `ps` shows which node runs what;
+4. `eval run --no-serve` of --rows rows at --parallel; after --kill-after rollouts, the worker
+   running most server tasks (not the head's) is killed as a machine dies (its link cut, its
+   dockerd, containerd and containers SIGKILLed): the run stops, keeping what finished;
+5. Swarm marks the node down and reschedules its tasks on the nodes left; once every replica
+   runs again, `eval run --resume` completes the run; rollouts.jsonl must hold every row exactly
+   once, each with reward 1.0;
+6. `down`, then the nodes and the swarm are removed (also on failure).
+Prints each step with its time; --json writes the figures (the e2e test reads them). Root only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "gym_compose"]
+NODES = [sys.executable, str(REPO / "scripts/swarm_nodes.py")]
+PROJECT = "gcnodes"
+HEAD_PORT = "11094"
+ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
+STACK = ["--target", "swarm", "-p", PROJECT, "--head-port", HEAD_PORT,
+         "--resources-server", "example_single_tool_call",
+         "++example_single_tool_call.resources_servers.example_single_tool_call.docker.replicas=2",
+         "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.docker.replicas=2"]
+RESCHEDULE_TIMEOUT_S = 180
+RUN_TIMEOUT_S = 900
+
+
+def say(message: str, started: float) -> None:
+    print(f"[{time.monotonic() - started:6.1f} s] {message}", flush=True)
+
+
+def run(*args: str, cwd: Path, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+    result = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise SystemExit(f"`{' '.join(args)}` failed:\n{(result.stderr or result.stdout)[-3000:]}")
+    return result
+
+
+def tasks() -> list[dict]:
+    """The stack's tasks Swarm wants running, with the node each runs on. (A task of a lost node
+    stays `Running` in `docker service ls` counts until the node returns; its desired state is
+    what tells it is given up.)"""
+    listing = run("docker", "stack", "ps", PROJECT, "--format", "{{json .}}", cwd=REPO, check=False)
+    rows = [json.loads(line) for line in listing.stdout.splitlines() if line.startswith("{")]
+    return [row for row in rows if row.get("DesiredState") == "Running"]
+
+
+def all_replicas_running(lost_node: str) -> bool:
+    wanted = run("docker", "service", "ls", "--filter", f"label=com.docker.stack.namespace={PROJECT}",
+                 "--format", "{{.Name}} {{.Replicas}}", cwd=REPO).stdout.splitlines()
+    running = collections.Counter(t["Name"].strip(" \\_").rsplit(".", 1)[0] for t in tasks()
+                                  if t["Node"] != lost_node and t["CurrentState"].startswith("Running"))
+    return bool(wanted) and all(running[name] >= int(replicas.split("/")[1].split(" ")[0])
+                                for name, replicas in (line.split(" ", 1) for line in wanted))
+
+
+def node_hosts() -> dict[str, str]:
+    """hostname -> node id (the nodes are gymnode1.., the manager keeps the machine's name)."""
+    lines = run("docker", "node", "ls", "--format", "{{.Hostname}} {{.ID}}", cwd=REPO).stdout.splitlines()
+    return dict(line.split(" ", 1) for line in lines)
+
+
+def scenario(args: argparse.Namespace, work: Path, started: float) -> dict:
+    figures: dict = {}
+    run(*NODES, "up", "--nodes", str(args.nodes), cwd=REPO)
+    say(f"swarm of {len(node_hosts())} nodes: {', '.join(sorted(node_hosts()))}", started)
+
+    run(*CLI, "render", *STACK, "-o", str(work / "render"), cwd=work)
+    stack = yaml.safe_load((work / "render/stack.yaml").read_text())
+    images = sorted({service["image"] for service in stack["services"].values()})
+    loading = time.monotonic()
+    run(*NODES, "load", *images, cwd=REPO)
+    figures["image_load_s"] = round(time.monotonic() - loading, 1)
+    say(f"images on every node ({figures['image_load_s']} s): {', '.join(images)}", started)
+
+    deploying = time.monotonic()
+    run(*CLI, "up", "-d", *STACK, cwd=work)
+    figures["deploy_s"] = round(time.monotonic() - deploying, 1)
+    placement = collections.Counter(task["Node"] for task in tasks())
+    figures["tasks_per_node"] = dict(placement)
+    say(f"stack healthy in {figures['deploy_s']} s; tasks per node: {dict(placement)}", started)
+    print(run(*CLI, "ps", "-p", PROJECT, cwd=work).stdout, flush=True)
+
+    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
+    rows = work / "rows.jsonl"
+    rows.write_text("\n".join(lines[i % len(lines)] for i in range(args.rows)) + "\n")
+    collect = [*CLI, "eval", "run", "--no-serve", *STACK, "--input", str(rows), "--run-name", "nodes",
+               "--num-samples-in-parallel", str(args.parallel)]
+    first = subprocess.Popen(collect, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    progress = None
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while first.poll() is None and time.monotonic() < deadline:
+        found = list((work / "results").glob("nodes-*/progress.json"))
+        if found:
+            progress = json.loads(found[0].read_text() or "{}")
+            if progress.get("done", 0) >= args.kill_after:
+                break
+        time.sleep(0.5)
+    if first.poll() is not None:
+        raise SystemExit(f"the run ended before the kill (raise --rows):\n{first.stdout.read()[-2000:]}")  # type: ignore[union-attr]
+
+    head_node = next(t["Node"] for t in tasks() if t["Name"].startswith(f"{PROJECT}_head."))
+    workers = collections.Counter(t["Node"] for t in tasks() if t["Node"].startswith("gymnode") and
+                                  t["Node"] != head_node)
+    victim, lost = workers.most_common(1)[0]
+    killed_at = time.monotonic()
+    run(*NODES, "kill", victim.removeprefix("gymnode"), cwd=REPO)
+    figures["killed"] = {"node": victim, "tasks": lost, "rollouts_done_before": progress.get("done") if progress else 0}
+    say(f"killed {victim} ({lost} server tasks) after {figures['killed']['rollouts_done_before']} rollouts", started)
+
+    output, _ = first.communicate(timeout=RUN_TIMEOUT_S)
+    figures["first_run_exit"] = first.returncode
+    say(f"first run ended (exit {first.returncode}):", started)
+    print("\n".join(output.strip().splitlines()[-8:]), flush=True)
+    while not all_replicas_running(victim):
+        if time.monotonic() - killed_at > RESCHEDULE_TIMEOUT_S:
+            raise SystemExit(f"the tasks of {victim} were not rescheduled within {RESCHEDULE_TIMEOUT_S} s:\n"
+                             + run("docker", "stack", "ps", PROJECT, cwd=REPO).stdout)
+        time.sleep(1)
+    figures["rescheduled_s"] = round(time.monotonic() - killed_at, 1)
+    figures["tasks_per_node_after"] = dict(collections.Counter(t["Node"] for t in tasks()))
+    say(f"every replica running again {figures['rescheduled_s']} s after the kill; tasks per node: "
+        f"{figures['tasks_per_node_after']}", started)
+    print(run(*CLI, "ps", "-p", PROJECT, cwd=work).stdout, flush=True)
+
+    resumed = run(*collect, "--resume", cwd=work, check=False, timeout=RUN_TIMEOUT_S)
+    figures["resume_exit"] = resumed.returncode
+    (run_dir,) = (work / "results").glob("nodes-*")
+    rollouts = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines() if line.strip()]
+    keys = collections.Counter((r["_ng_task_index"], r["_ng_rollout_index"]) for r in rollouts)
+    figures["rollouts"] = len(rollouts)
+    figures["distinct_rows"] = len(keys)
+    figures["duplicates"] = sum(count - 1 for count in keys.values())
+    figures["rewards"] = dict(collections.Counter(str(r.get("reward")) for r in rollouts))
+    say(f"--resume exit {resumed.returncode}: {len(rollouts)} rollouts, {len(keys)} distinct (row, repeat), "
+        f"{figures['duplicates']} duplicates, rewards {figures['rewards']}", started)
+    if resumed.returncode != 0:
+        print(resumed.stderr[-3000:], flush=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--rows", type=int, default=1200)
+    parser.add_argument("--parallel", type=int, default=32)
+    parser.add_argument("--kill-after", type=int, default=150)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-swarm-nodes-"))
+    started = time.monotonic()
+    try:
+        figures = scenario(args, work, started)
+    finally:
+        run(*CLI, "down", "-p", PROJECT, cwd=work, check=False, timeout=300)
+        run(*NODES, "down", cwd=REPO, check=False, timeout=600)
+        say("stack, nodes and swarm removed", started)
+    figures["total_s"] = round(time.monotonic() - started, 1)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
