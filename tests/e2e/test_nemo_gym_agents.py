@@ -84,6 +84,9 @@ def test_nemo_gyms_tool_simulation_agent_and_vllm_model_against_a_fake_vllm(
     rollouts = eval_run(nemo_gym_checkout, project, tmp_path, rows, *selectors)
     # NeMo Gym's vllm_model answered every rollout from the fake's chat completions
     assert all(r["response"]["model"] == "fake-model" for r in rollouts)
+    # the fake's answers are fixed (a text after a tool output, else the first tool with placeholder
+    # arguments), so NeMo Gym's comparator's scores are too: one row's expected action matches
+    assert sorted(r["reward"] for r in rollouts) == [0.0, 0.0, 0.0, 0.0, 1.0]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/_fake/requests", timeout=10) as answer:
         chat = [r for r in json.load(answer) if r["path"] == "/v1/chat/completions"]
     assert len(chat) >= len(rollouts)
