@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -133,3 +134,22 @@ def test_mock_model_with_a_required_key_refuses_calls_without_it():
         assert client.get("/v1/models").status_code == 401
         assert client.get("/v1/models", headers={"Authorization": "Bearer sk-wrong"}).status_code == 401
         assert client.get("/v1/models", headers={"Authorization": "Bearer sk-right"}).status_code == 200
+
+
+def test_mock_model_latency_delays_each_generation_call_within_its_range(monkeypatch):
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recorded(seconds, *args, **kwargs):
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("gym_compose.server.models.mock_model.asyncio.sleep", recorded)
+    server = MockModel(config=MockModelConfig(name="mock", host="127.0.0.1", port=0, latency_s=0.2, latency_max_s=2.0))
+    with client_for(server, "responses_api_models", "mock_model") as client:
+        body = {"input": [{"role": "user", "content": "hi"}]}
+        for _ in range(20):
+            assert client.post("/v1/responses", json=body).status_code == 200
+        assert client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}).status_code == 200
+        assert client.get("/v1/models").status_code == 200  # not a generation call: no delay
+    assert len(waits) == 21 and all(0.2 <= w <= 2.0 for w in waits) and len(set(waits)) > 1

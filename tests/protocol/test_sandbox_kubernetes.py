@@ -94,8 +94,11 @@ async def test_the_pool_leases_runs_and_releases_sandboxes_as_pods(api, tmp_path
 
 
 @run_async
-async def test_exec_fallback_runs_one_command_with_its_exit_code(api, tmp_path):
+async def test_exec_fallback_runs_one_command_with_its_exit_code(api, tmp_path, monkeypatch):
     engine = engine_for(api)
+    monkeypatch.setenv("GYM_COMPOSE_SANDBOX_NODE_CPUS", "7")
+    info = await engine.info()  # the pool's caps: the node's size, or what the manifests say
+    assert info["NCPU"] == 7 and info["MemTotal"] > 0
     config = container_config("proj", policy(tmp_path), IMAGE, engine_cpus=4)
     name = await engine.create(config, "proj-sbx-coder-x1")
     await engine.start(name)

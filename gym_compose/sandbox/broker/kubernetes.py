@@ -42,7 +42,7 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 API_ENV = "GYM_COMPOSE_KUBERNETES_API"  # the API server's URL; default: the in-cluster service
 NAMESPACE_ENV = "GYM_COMPOSE_KUBERNETES_NAMESPACE"  # default: the service account's namespace
 OWNERS_ENV = "GYM_COMPOSE_SANDBOX_OWNERS"  # JSON: server instance -> its service (the NetworkPolicies' owner)
-NODE_CPUS_ENV = "GYM_COMPOSE_SANDBOX_NODE_CPUS"  # what a sandbox's cpus are capped by (default: unbounded)
+NODE_CPUS_ENV = "GYM_COMPOSE_SANDBOX_NODE_CPUS"  # what a sandbox's cpus are capped by (default: the node's)
 CHANNEL_PROTOCOL = "v4.channel.k8s.io"
 STDIN, STDOUT, STDERR, STATUS = 0, 1, 2, 3
 API_TIMEOUT_S = 120
@@ -92,9 +92,11 @@ class KubernetesEngine:
         return response.json() if response.content else {}
 
     async def info(self) -> dict[str, Any]:
-        """Checks the service account can list pods here; the node size bounds nothing (NCPU 0)."""
+        """Checks the service account can list pods here. The size is the broker's node's (a sandbox
+        cannot be larger than one node; the pool's default caps follow it, as for one engine), or
+        GYM_COMPOSE_SANDBOX_NODE_CPUS; set the broker's max_live for a larger cluster."""
         await self._request("GET", self._pods(), params={"limit": "1"})
-        return {"NCPU": int(os.environ.get(NODE_CPUS_ENV) or 0), "MemTotal": 0}
+        return {"NCPU": int(os.environ.get(NODE_CPUS_ENV) or os.cpu_count() or 1), "MemTotal": _node_memory()}
 
     async def image_exists(self, image: str) -> bool:
         return True  # the kubelet pulls what its node lacks
@@ -324,6 +326,13 @@ def _status_message(response: httpx.Response) -> str:
         return str(response.json().get("message") or response.text)
     except ValueError:
         return response.text[:500]
+
+
+def _node_memory() -> int:
+    for line in _read(Path("/proc/meminfo")).splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _read(path: Path) -> str:
