@@ -5,17 +5,16 @@
 
 1. scripts/swarm_nodes.py makes the engine a swarm manager and joins --nodes further engines
    (each its own dockerd in its own network namespace) as workers;
-2. the stack's images are rendered (`render --target swarm`), then copied to every node with
-   `docker save | docker load` (this machine has no registry);
-3. `up -d --target swarm`: example_single_tool_call + the mock model, the resources server and the
-   agent with 2 replicas each; `ps` shows which node runs what;
-4. `eval run --no-serve` of --rows rows at --parallel; after --kill-after rollouts, the worker
+2. `up -d --target swarm --node-engine unix:///run/gymnodeN/docker.sock ...` copies the images
+   into every node (this machine has no registry) and deploys example_single_tool_call + the mock
+   model, the resources server and the agent with 2 replicas each; `ps` shows which node runs what;
+3. `eval run --no-serve` of --rows rows at --parallel; after --kill-after rollouts, the worker
    running most server tasks (not the head's) is killed as a machine dies (its link cut, its
    dockerd, containerd and containers SIGKILLed): the run stops, keeping what finished;
-5. Swarm marks the node down and reschedules its tasks on the nodes left; once every replica
+4. Swarm marks the node down and reschedules its tasks on the nodes left; once every replica
    runs again, `eval run --resume` completes the run; rollouts.jsonl must hold every row exactly
    once, each with reward 1.0;
-6. `down`, then the nodes and the swarm are removed (also on failure).
+5. `down`, then the nodes and the swarm are removed (also on failure).
 Prints each step with its time; --json writes the figures (the e2e test reads them). Root only.
 """
 
@@ -29,8 +28,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
@@ -86,17 +83,16 @@ def scenario(args: argparse.Namespace, work: Path, started: float) -> dict:
     run(*NODES, "up", "--nodes", str(args.nodes), cwd=REPO)
     say(f"swarm of {len(node_hosts())} nodes: {', '.join(sorted(node_hosts()))}", started)
 
-    run(*CLI, "render", *STACK, "-o", str(work / "render"), cwd=work)
-    stack = yaml.safe_load((work / "render/stack.yaml").read_text())
-    images = sorted({service["image"] for service in stack["services"].values()})
-    loading = time.monotonic()
-    run(*NODES, "load", *images, cwd=REPO)
-    figures["image_load_s"] = round(time.monotonic() - loading, 1)
-    say(f"images on every node ({figures['image_load_s']} s): {', '.join(images)}", started)
-
+    engines = [f"--node-engine=unix:///run/gymnode{n}/docker.sock" for n in range(1, args.nodes + 1)]
     deploying = time.monotonic()
-    run(*CLI, "up", "-d", *STACK, cwd=work)
+    up = run(*CLI, "up", "-d", *STACK, *engines, cwd=work)
     figures["deploy_s"] = round(time.monotonic() - deploying, 1)
+    copied = [line.strip() for line in (up.stdout + up.stderr).splitlines() if ": loaded " in line]
+    if len(copied) != args.nodes:
+        raise SystemExit(f"expected `up --node-engine` to load the images into {args.nodes} nodes, it said:\n"
+                         f"{(up.stdout + up.stderr)[-2000:]}")
+    figures["image_copies"] = copied
+    say("images copied by `up --node-engine`: " + "; ".join(copied), started)
     placement = collections.Counter(task["Node"] for task in tasks())
     figures["tasks_per_node"] = dict(placement)
     say(f"stack healthy in {figures['deploy_s']} s; tasks per node: {dict(placement)}", started)

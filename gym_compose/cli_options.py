@@ -67,6 +67,7 @@ STACK_OPTIONS: dict[str, tuple[Any, Any]] = {
     "head_port": (_option(int, "--head-port", metavar="PORT", help="Host port the head is published on (127.0.0.1)."), HEAD_PORT),
     "target": (_option(str, "--target", metavar="TARGET", help="Where the stack runs: compose (this machine), swarm (`docker stack deploy`), kubernetes (render only). See docs/deploy.md."), "compose"),
     "registry": (_option(Optional[str], "--registry", metavar="HOST/PREFIX", help="swarm/kubernetes: tag and push the images there and deploy them by digest (default: the images must already be on every node)."), None),
+    "node_engine": (_option(Optional[list[str]], "--node-engine", metavar="ENGINE", help="swarm without a registry: copy the images into this node's Docker engine (ssh://USER@NODE, tcp://NODE:2376, unix:///PATH) unless it holds them; repeat for each node."), None),
 }
 
 COLLECTION_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -144,7 +145,8 @@ def _config_request(ctx: typer.Context, *, config, resources_server, model_type,
 TARGETS = ("compose", "swarm", "kubernetes")
 
 
-def _stack_options(*, project: str, publish: bool, head_port: int, target: str, registry: str | None):
+def _stack_options(*, project: str, publish: bool, head_port: int, target: str, registry: str | None,
+                   node_engine: list[str] | None):
     from gym_compose.plan import StackOptions
 
     if not 0 < head_port < 65536:
@@ -155,8 +157,16 @@ def _stack_options(*, project: str, publish: bool, head_port: int, target: str, 
         raise UserError(f"--registry {registry!r}: " + ("only for --target swarm or kubernetes" if target == "compose"
                                                          else "expected HOST[:PORT]/PREFIX"),
                         hint="e.g. --target swarm --registry registry.example:5000/gym")
+    node_engines = tuple(node_engine or ())
+    for engine in node_engines:
+        if target != "swarm" or registry is not None or not re.fullmatch(r"(ssh|tcp|unix)://\S+", engine):
+            raise UserError(f"--node-engine {engine!r}: " + (
+                "only for --target swarm" if target != "swarm" else
+                "not with --registry (the nodes pull from it)" if registry is not None else
+                "expected a Docker engine address: ssh://USER@NODE, tcp://NODE:PORT or unix:///PATH"),
+                hint="e.g. --target swarm --node-engine ssh://admin@node2 --node-engine ssh://admin@node3")
     return StackOptions(project=project, publish_all=publish, head_port=head_port, target=target,
-                        registry=registry.rstrip("/") if registry else None)
+                        registry=registry.rstrip("/") if registry else None, node_engines=node_engines)
 
 
 def _collection_args(*, input_file, results_dir, run_name, resume, limit, num_repeats, num_samples_in_parallel,

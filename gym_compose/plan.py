@@ -54,6 +54,7 @@ class StackOptions:
     bind_address: str = "127.0.0.1"
     target: str = "compose"  # compose | swarm | kubernetes (docs/deploy.md); the plan itself ignores it
     registry: str | None = None  # HOST/PREFIX images are pushed to for swarm/kubernetes
+    node_engines: tuple[str, ...] = ()  # swarm without a registry: engines the images are copied into
 
 
 @dataclass

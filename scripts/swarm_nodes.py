@@ -1,14 +1,15 @@
 """Extra Docker engines on this machine, joined as swarm workers: a multi-node swarm without VMs.
 
     python scripts/swarm_nodes.py up [--nodes 2]     # make the engine a manager, start and join the nodes
-    python scripts/swarm_nodes.py load IMAGE...     # docker save | docker load into every node
     python scripts/swarm_nodes.py kill NODE         # kill a node's engine and containers, cut its link
     python scripts/swarm_nodes.py down              # remove the nodes, their data and the swarm
 
 Node N is a `dockerd` of its own (data root /var/lib/gymnodeN, exec root, pidfile and socket
 under /run/gymnodeN, cgroup parent gymnodeN, hostname gymnodeN) in its own network namespace
 `gymnodeN`, linked by a veth pair to a host bridge `gymsw0` (192.168.231.0/24; the host is .1,
-node N is .(N+1)). The host's engine is the manager and advertises 192.168.231.1. Root only.
+node N is .(N+1)). The host's engine is the manager and advertises 192.168.231.1. Node N's
+engine answers on unix:///run/gymnodeN/docker.sock (`gym-compose up --node-engine` copies the
+images there). Root only.
 
 Why not Docker-in-Docker: this machine's engine cannot start `--privileged` containers ("unable
 to apply caps"), and a second daemon on the host needs no container at all. The daemon is entered
@@ -128,16 +129,6 @@ def up(count: int) -> None:
     print(sh("docker", "node", "ls").stdout, end="")
 
 
-def load(images: list[str]) -> None:
-    """Every node gets the images under the same tags (what `--registry` does where there is one)."""
-    for n in load_state()["nodes"]:
-        started = time.monotonic()
-        saver = subprocess.Popen(["docker", "save", *images], stdout=subprocess.PIPE)
-        node_docker(n, "load", "-q", stdin=saver.stdout, timeout=600)
-        saver.wait(timeout=60)
-        print(f"{node_name(n)}: loaded {len(images)} images in {time.monotonic() - started:.1f} s", flush=True)
-
-
 def node_pids(n: int) -> list[int]:
     """The node's dockerd, its containerd, and every process of its containers."""
     pids: set[int] = set()
@@ -192,7 +183,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up").add_argument("--nodes", type=int, default=2)
-    commands.add_parser("load").add_argument("images", nargs="+")
     commands.add_parser("kill").add_argument("node", type=int)
     commands.add_parser("down")
     args = parser.parse_args()
@@ -200,8 +190,6 @@ def main() -> None:
         sys.exit("needs root (network namespaces, a bridge, further dockerd)")
     if args.command == "up":
         up(args.nodes)
-    elif args.command == "load":
-        load(args.images)
     elif args.command == "kill":
         kill(args.node)
     else:

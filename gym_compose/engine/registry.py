@@ -1,16 +1,22 @@
 """Images for targets that span machines (swarm, kubernetes): tagged into a registry, pushed, and
 named by digest, so every node runs exactly the image that was built here.
 
-Without a registry the images must already be on every node under their local tags (`docker save
-... | ssh NODE docker load`); `--registry HOST/PREFIX` does the tagging and pushing instead.
+Without a registry the images must be on every node under their local tags: `--node-engine
+ENGINE` copies them into a node's engine (`docker save`, then `docker -H ENGINE load`), skipping
+the ones it already holds with the same id.
 """
 
 from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
 
 from gym_compose.engine.docker_cli import run_docker
 from gym_compose.errors import UserError
 
 PUSH_TIMEOUT_S = 1800
+COPY_TIMEOUT_S = 1800
 
 
 def registry_name(local: str, registry: str) -> str:
@@ -43,3 +49,50 @@ def _digest_of(remote: str) -> str:
         if line.startswith(repository + "@"):
             return line
     raise UserError(f"the registry gave no digest for {remote}", hint="push it again; see `docker image inspect`")
+
+
+def copy_images(images: dict[str, str], engines: Sequence[str], progress=lambda line: None) -> None:
+    """Every engine gets the stack's images under their local tags, with the ids they have here."""
+    local = sorted(set(images.values()))
+    ids = {image: _image_id(None, image) for image in local}
+    missing = {engine: [image for image in local if _image_id(engine, image) != ids[image]] for engine in engines}
+    wanted = sorted({image for images_of in missing.values() for image in images_of})
+    if not wanted:
+        progress(f"every node engine holds the stack's {len(local)} images")
+        return
+    with tempfile.TemporaryDirectory(prefix="gym-compose-images-") as folder:
+        archive = f"{folder}/images.tar"
+        started = time.monotonic()
+        run_docker(["save", "-o", archive, *wanted], timeout=COPY_TIMEOUT_S)
+        progress(f"saved {len(wanted)} images in {time.monotonic() - started:.1f} s")
+        for engine, images_of in missing.items():
+            if not images_of:
+                continue
+            started = time.monotonic()
+            result = _on_node(engine, ["load", "-q", "-i", archive], COPY_TIMEOUT_S)
+            if not result.ok:
+                output = (result.stderr or result.stdout).strip()[-800:]
+                raise UserError(f"could not load the images into {engine}:\n{output}",
+                                hint="check its disk space and `docker -H ENGINE info`")
+            progress(f"{engine}: loaded {', '.join(images_of)} in {time.monotonic() - started:.1f} s")
+
+
+def _image_id(engine: str | None, image: str) -> str:
+    """The image's id in `engine` (None: this machine's), or '' when it does not hold it."""
+    args = ["image", "inspect", "--format", "{{.Id}}", image]
+    result = run_docker(args, timeout=30, retries=2) if engine is None else _on_node(engine, args, 60)
+    if result.ok:
+        return result.stdout.strip()
+    if "no such image" in (result.stderr + result.stdout).lower():
+        return ""
+    raise UserError(f"the Docker engine at {engine} did not answer: {(result.stderr or result.stdout).strip()[-400:]}",
+                    hint="check the address and that `docker -H ENGINE info` works from here (for ssh://, "
+                    "key-based login and docker on the node's PATH)")
+
+
+def _on_node(engine: str, args: list[str], timeout: float):
+    try:
+        return run_docker(["-H", engine, *args], timeout=timeout, check=False)
+    except UserError as error:  # the one door's wording is about this machine's engine
+        raise UserError(f"the Docker engine at {engine}: {error.message}",
+                        hint="check the address and that `docker -H ENGINE info` works from here") from None

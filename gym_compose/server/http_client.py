@@ -9,6 +9,7 @@ Content-Length, chunked or close-delimited responses, pooled connections per (ho
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any, Optional
@@ -30,6 +31,22 @@ class PeerTimeout(TimeoutError):
 # another connection. Any later close may come after the peer processed the request (a /run or
 # /step must never run twice), so it is raised instead.
 IDLE_CLOSE_WINDOW_SECONDS = 0.03  # generous for a busy event loop; far below any real processing
+
+# A peer whose machine is gone (a lost swarm node) neither answers nor resets: a request on a pooled
+# connection to it would wait the whole request timeout. The kernel closes a connection whose
+# request bytes stay unacknowledged this long (a slow but live peer acknowledges them at once), and
+# an idle one whose keepalive probes go unanswered (10 s idle, then 3 probes 5 s apart).
+UNACKNOWLEDGED_LIMIT_MS = 20_000
+KEEPALIVE = ((socket.SOL_SOCKET, "SO_KEEPALIVE", 1), (socket.IPPROTO_TCP, "TCP_KEEPIDLE", 10),
+             (socket.IPPROTO_TCP, "TCP_KEEPINTVL", 5), (socket.IPPROTO_TCP, "TCP_KEEPCNT", 3),
+             (socket.IPPROTO_TCP, "TCP_USER_TIMEOUT", UNACKNOWLEDGED_LIMIT_MS))
+
+
+def _close_when_peer_is_gone(sock: socket.socket | None) -> None:
+    for level, name, value in KEEPALIVE:
+        option = getattr(socket, name, None)  # Linux names; elsewhere the defaults stay
+        if sock is not None and option is not None:
+            sock.setsockopt(level, option, value)
 
 
 @dataclass
@@ -84,6 +101,7 @@ class _Connection(asyncio.Protocol):
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
         self.transport = transport
+        _close_when_peer_is_gone(transport.get_extra_info("socket"))
 
     def data_received(self, data: bytes) -> None:
         self.received_any = True
@@ -100,7 +118,8 @@ class _Connection(asyncio.Protocol):
             # no Content-Length, not chunked: the body is whatever came before the close (RFC 9112 6.3)
             self.on_message_complete()
             return
-        self._fail(ConnectionResetError("connection closed before the response was complete"))
+        cause = f" ({exc})" if isinstance(exc, TimeoutError) else ""  # ETIMEDOUT: the peer stopped acknowledging
+        self._fail(ConnectionResetError(f"connection closed before the response was complete{cause}"))
 
     def _declares_length(self) -> bool:
         for name, value in self._headers:

@@ -65,9 +65,13 @@ def target_images(stack: Stack, pinned: dict[str, str] | None = None) -> dict[st
         from gym_compose.engine.registry import push_images
 
         return push_images(images, stack.options.registry, progress=say)
-    if stack.options.target != "compose":
+    if stack.options.node_engines:
+        from gym_compose.engine.registry import copy_images
+
+        copy_images(images, stack.options.node_engines, progress=say)
+    elif stack.options.target != "compose":
         say("note: no --registry: every node must hold the images under their local tags "
-            "(docker save IMAGE | ssh NODE docker load); see docs/deploy.md")
+            "(--node-engine ENGINE copies them); see docs/deploy.md")
     return images
 
 

@@ -32,6 +32,7 @@ def test_a_lost_worker_is_rescheduled_and_resume_completes_each_rollout_once(tmp
                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     figures = json.loads(out.read_text())
+    assert len(figures["image_copies"]) == 2, figures  # `up --node-engine` loaded the images into both workers
     assert len(figures["tasks_per_node"]) == 3, figures  # the stack was spread over every node
     assert figures["killed"]["tasks"] >= 1 and figures["killed"]["node"] not in figures["tasks_per_node_after"]
     assert figures["first_run_exit"] != 0  # the run stopped on the lost servers

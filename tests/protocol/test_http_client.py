@@ -174,3 +174,29 @@ def test_a_declared_body_cut_by_the_close_is_still_incomplete(declared):
             server.close()
 
     asyncio.run(scenario())
+
+
+def test_pooled_connections_are_closed_by_the_kernel_when_the_peer_is_gone():
+    """A lost machine never resets: the kernel must give up on unacknowledged requests and on idle
+    connections whose keepalive probes go unanswered (what a lost swarm node's replicas need)."""
+    async def handler(reader, writer):
+        await _read_request(reader)
+        writer.write(OK)
+        await writer.drain()
+
+    async def scenario():
+        server, port = await _serve(handler)
+        client = HttpClient(timeout=5)
+        try:
+            assert (await client.request("GET", "127.0.0.1", port, "/")).status == 200
+            (pooled,) = client._idle[("127.0.0.1", port)]
+            sock = pooled.transport.get_extra_info("socket")
+            return (sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT))
+        finally:
+            await client.aclose()
+            server.close()
+
+    keepalive, idle_s, unacknowledged_ms = asyncio.run(scenario())
+    assert keepalive and idle_s <= 10 and 0 < unacknowledged_ms <= 30_000

@@ -88,3 +88,15 @@ def test_an_install_without_its_checkout_fails_at_once_saying_how_to_install(tmp
     assert result.returncode == 2, result.stderr
     assert "runs from its source checkout" in result.stderr and "pip install -e" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--node-engine", "ssh://admin@node2"], "only for --target swarm"),
+    (["--target", "swarm", "--node-engine", "node2"], "expected a Docker engine address"),
+    (["--target", "swarm", "--registry", "reg.example/gym", "--node-engine", "ssh://admin@node2"],
+     "not with --registry"),
+])
+def test_a_node_engine_is_checked_before_anything_starts(tmp_path, extra, says):
+    result = run_cli("up", "-d", "--benchmark", "example_single_tool_call", *extra, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and says in result.stderr

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gym_compose.engine.registry import push_images, registry_name
+from gym_compose.engine.registry import copy_images, push_images, registry_name
 from gym_compose.engine.swarm import SwarmStack
 from gym_compose.errors import UserError
 from tests.unit.test_compose_engine import engine  # noqa: F401 - the fixture
@@ -59,6 +59,41 @@ def test_a_failed_push_names_the_registry(engine):
     with pytest.raises(UserError, match="could not push reg.example/gym/base:abc") as error:
         push_images({"base": "gym-compose/base:abc"}, "reg.example/gym")
     assert "docker login" in str(error.value.hint)
+
+
+def test_images_are_copied_only_into_node_engines_that_lack_them(engine):
+    # n1 holds base with this id and lacks the server image; n2 holds base under another id
+    calls = engine("""
+"image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:b ;;
+"image inspect --format {{.Id}} gym-compose/srv:def") echo sha256:s ;;
+"-H unix:///n1.sock image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:b ;;
+"-H unix:///n2.sock image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:old ;;
+"-H unix:///n2.sock image inspect --format {{.Id}} gym-compose/srv:def") echo sha256:s ;;
+"-H "*"image inspect"*) echo "Error: No such image: x" >&2; exit 1 ;;""")
+    said: list[str] = []
+    copy_images({"base": "gym-compose/base:abc", "srv": "gym-compose/srv:def", "head": "gym-compose/base:abc"},
+                ["unix:///n1.sock", "unix:///n2.sock"], progress=said.append)
+    saves = [c for c in calls() if c.startswith("save")]
+    loads = [c.split(" load")[0] for c in calls() if " load " in c]
+    assert len(saves) == 1 and saves[0].endswith("gym-compose/base:abc gym-compose/srv:def")
+    assert loads == ["-H unix:///n1.sock", "-H unix:///n2.sock"]
+    assert any("unix:///n1.sock: loaded gym-compose/srv:def" in line for line in said)
+    assert any("unix:///n2.sock: loaded gym-compose/base:abc" in line for line in said)
+
+
+def test_nothing_is_saved_when_every_node_engine_holds_the_images(engine):
+    calls = engine('*"image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:b ;;')
+    copy_images({"base": "gym-compose/base:abc"}, ["ssh://admin@node2"])
+    assert not [c for c in calls() if c.startswith("save") or " load " in c]
+
+
+def test_an_unreachable_node_engine_is_named(engine):
+    engine("""
+"image inspect"*) echo sha256:b ;;
+"-H "*) echo "Cannot connect to the Docker daemon at tcp://node9:2376. Is the docker daemon running?" >&2; exit 1 ;;""")
+    with pytest.raises(UserError, match="tcp://node9:2376") as error:
+        copy_images({"base": "gym-compose/base:abc"}, ["tcp://node9:2376"])
+    assert "docker -H ENGINE info" in str(error.value.hint)
 
 
 def test_up_refuses_an_engine_that_is_not_a_swarm_manager(engine):
