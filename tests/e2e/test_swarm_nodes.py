@@ -27,9 +27,15 @@ def test_a_lost_worker_is_rescheduled_and_resume_completes_each_rollout_once(tmp
     if swarm != "inactive":
         pytest.skip(f"the engine is already in a swarm ({swarm}); the nodes need one of their own")
     out = tmp_path / "figures.json"
-    result = subprocess.run([sys.executable, str(REPO / "bench/bench_swarm_nodes.py"), "--rows", "400",
-                             "--kill-after", "80", "--json", str(out)],
-                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    try:
+        result = subprocess.run([sys.executable, str(REPO / "bench/bench_swarm_nodes.py"), "--rows", "400",
+                                 "--kill-after", "80", "--json", str(out)],
+                                capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    finally:  # a timed-out scenario is killed before its own clean-up: leave no swarm, node or namespace behind
+        if not out.exists():
+            subprocess.run(["docker", "stack", "rm", "gcnodes"], capture_output=True, timeout=120)
+            subprocess.run([sys.executable, str(REPO / "scripts/swarm_nodes.py"), "down"], capture_output=True,
+                           timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     figures = json.loads(out.read_text())
     assert len(figures["image_copies"]) == 2, figures  # `up --node-engine` loaded the images into both workers
