@@ -1,14 +1,19 @@
 """End-to-end on Docker Swarm: the same project deployed as a stack (`--target swarm`).
 
-One stack for the module: the example benchmark beside the stateful counter with two replicas.
-The engine is made a single-node swarm manager if it is not one yet (compose projects of other
-users keep working), and left again at the end only if this module made it one.
+One stack for the module: the example benchmark beside the stateful counter with two replicas,
+deployed through a real registry (Debian's docker-registry, the distribution registry, on
+loopback: `--registry` tags, pushes and deploys by digest). The engine is made a single-node swarm
+manager if it is not one yet (compose projects of other users keep working), and left again at
+the end only if this module made it one. The sandboxed stack runs without a registry.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import time
+import urllib.request
 
 import pytest
 
@@ -19,9 +24,11 @@ pytestmark = pytest.mark.docker
 
 PROJECT = f"{PROJECT_PREFIX}-sw"  # Swarm service names: PROJECT_SERVICE, at most 63 characters
 COUNTER_AGENT = "stateful_counter_simple_agent"
+REGISTRY = f"127.0.0.1:{free_port()}"  # the engine trusts loopback registries over plain HTTP
 STACK_ARGS = ["--target", "swarm", "-p", PROJECT, "--benchmark", "example_single_tool_call",
               "--resources-server", "stateful_counter",
-              "++stateful_counter.resources_servers.stateful_counter.docker.replicas=2"]
+              "++stateful_counter.resources_servers.stateful_counter.docker.replicas=2",
+              "--registry", f"{REGISTRY}/gym"]
 
 
 def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -36,14 +43,34 @@ def of_stack(kind: str) -> list[str]:
     return sorted(names)
 
 
+def start_registry(folder) -> subprocess.Popen:
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.skip("no docker-registry (Debian's package; scripts/setup installs it)")
+    config = folder / "registry.yml"
+    config.write_text(json.dumps({"version": 0.1, "storage": {"filesystem": {"rootdirectory": str(folder / "blobs")}},
+                                  "http": {"addr": REGISTRY}}))
+    registry = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=2) as answer:
+                if answer.status == 200:
+                    return registry
+        except OSError:
+            time.sleep(0.1)
+    registry.kill()
+    raise AssertionError(f"docker-registry did not answer on {REGISTRY}")
+
+
 @pytest.fixture(scope="module")
 def swarm_stack(tmp_path_factory):
     state = docker("info", "--format", "{{.Swarm.LocalNodeState}}").stdout.strip()
     initialised = state == "inactive"
+    cwd = tmp_path_factory.mktemp("swarm")
+    registry = start_registry(cwd)
     if initialised:
         init = docker("swarm", "init", "--advertise-addr", "127.0.0.1")
         assert init.returncode == 0, init.stderr
-    cwd = tmp_path_factory.mktemp("swarm")
     try:
         up = gym_compose("up", "-d", *STACK_ARGS, "--head-port", str(free_port()), cwd=cwd)
         assert up.returncode == 0, up.stderr
@@ -54,6 +81,9 @@ def swarm_stack(tmp_path_factory):
             docker("service", "rm", service)
         if initialised:
             docker("swarm", "leave", "--force")
+        registry.kill()
+        for image in docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{REGISTRY}/gym/*").stdout.split():
+            docker("rmi", image)
 
 
 def test_stack_is_healthy_with_replicas_and_ps_logs_see_it(swarm_stack):
@@ -64,6 +94,12 @@ def test_stack_is_healthy_with_replicas_and_ps_logs_see_it(swarm_stack):
     rows = [line.split() for line in ps.stdout.splitlines()[1:]]
     assert [row[0] for row in rows].count("stateful-counter") == 2  # one line per replica
     assert all(row[1:3] == ["running", "healthy"] for row in rows), ps.stdout
+    # every service runs the image built here, pushed to the registry and named by its digest
+    images = docker("service", "ls", "--filter", f"label=com.docker.stack.namespace={PROJECT}",
+                    "--format", "{{.Image}}").stdout.split()
+    assert images and all(image.startswith(f"{REGISTRY}/gym/") and "@sha256:" in image for image in images), images
+    catalog = json.loads(urllib.request.urlopen(f"http://{REGISTRY}/v2/_catalog", timeout=10).read())
+    assert {"gym/base", "gym/stateful_counter"} <= set(catalog["repositories"]), catalog
 
 
 def test_collects_the_example_benchmark_and_counter_sessions_across_replicas(swarm_stack, tmp_path):
