@@ -255,7 +255,10 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
             rewards = [float(r["reward"]) for r in rollouts if isinstance(r.get("reward"), (int, float))]
             result["mean_reward"] = round(sum(rewards) / len(rewards), 3) if rewards else None
             if failures:
-                result["error"] = result["error"] or str(failures[0].get("error") or failures[0])[:200]
+                first = failures[0]
+                message = first.get("_ng_failure_message") or first.get("error") or first
+                body = first.get("_ng_failure_response_body") or ""
+                result["error"] = result["error"] or f"{message} {body}".strip()[:300]
         if not result["error"] and (done.returncode != 0 or run_dir is None):
             result["error"] = last_line(output)
     return result
