@@ -55,6 +55,8 @@ FETCHES_AT_START_UP = {
                     "tensorflow and its requirements-eval.txt from GitHub; setup_bcb_venv.py)",
     "bird_sql": "internet at run time: downloads the BIRD dev databases (bird-bench.oss-cn-beijing.aliyuncs.com) "
                 "at start-up (setup_bird_sql.py)",
+    "interactive_browser": "internet at build time: a Chromium build that `playwright install` downloads "
+                           "(its default local backend drives one)",
     "newton_bench": "internet at run time: git-clones github.com/HKUST-KnowComp/NewtonBench at start-up "
                     "(setup_newton_bench.py)",
 }
