@@ -65,6 +65,7 @@ NEEDS_CREDENTIALS = {
     "google_search": "an API key: Google Custom Search (google_api_key, google_cx are required fields)",
     "competitive_coding_challenges": "a NeMo Skills code-execution sandbox service (NEMO_SKILLS_SANDBOX_HOST, "
                                      "port 6000; waits 240 s for it at start-up)",
+    "widesearch": "a harness container image (its harness agent requires `image`), like deepsearchqa",
     "deepsearchqa": "a harness container image and an Exa search key (its harness_exa_search agent requires "
                     "`agent`, `image`; exa_api_key)",
 }
