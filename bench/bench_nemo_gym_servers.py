@@ -55,6 +55,8 @@ FETCHES_AT_START_UP = {
                     "tensorflow and its requirements-eval.txt from GitHub; setup_bcb_venv.py)",
     "bird_sql": "internet at run time: downloads the BIRD dev databases (bird-bench.oss-cn-beijing.aliyuncs.com) "
                 "at start-up (setup_bird_sql.py)",
+    "interactive_browser": "internet at build time: a Chromium build that `playwright install` downloads "
+                           "(its default local backend drives one)",
     "newton_bench": "internet at run time: git-clones github.com/HKUST-KnowComp/NewtonBench at start-up "
                     "(setup_newton_bench.py)",
 }
@@ -63,6 +65,7 @@ NEEDS_CREDENTIALS = {
     "google_search": "an API key: Google Custom Search (google_api_key, google_cx are required fields)",
     "competitive_coding_challenges": "a NeMo Skills code-execution sandbox service (NEMO_SKILLS_SANDBOX_HOST, "
                                      "port 6000; waits 240 s for it at start-up)",
+    "widesearch": "a harness container image (its harness agent requires `image`), like deepsearchqa",
     "deepsearchqa": "a harness container image and an Exa search key (its harness_exa_search agent requires "
                     "`agent`, `image`; exa_api_key)",
 }
@@ -255,7 +258,10 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
             rewards = [float(r["reward"]) for r in rollouts if isinstance(r.get("reward"), (int, float))]
             result["mean_reward"] = round(sum(rewards) / len(rewards), 3) if rewards else None
             if failures:
-                result["error"] = result["error"] or str(failures[0].get("error") or failures[0])[:200]
+                first = failures[0]
+                message = first.get("_ng_failure_message") or first.get("error") or first
+                body = first.get("_ng_failure_response_body") or ""
+                result["error"] = result["error"] or f"{message} {body}".strip()[:300]
         if not result["error"] and (done.returncode != 0 or run_dir is None):
             result["error"] = last_line(output)
     return result

@@ -131,7 +131,7 @@ def test_wheelhouse_is_reused_from_the_cache_without_pip(tmp_path, monkeypatch):
 
     first_run: list[str] = []
 
-    def fake_download(requirements, constraints, target, platform=None):
+    def fake_download(requirements, constraints, target, platform=None, find_links=()):
         first_run.append(requirements)
         (target / "orjson-3.10.0-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"w")
 
