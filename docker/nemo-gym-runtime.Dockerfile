@@ -40,3 +40,6 @@ COPY --from=venv /opt/venv /opt/venv
 # Last, so an edit to gym_compose's container modules rebuilds only this small layer, never the
 # ~1.3 GB venv above (the context's other files do not change with gym_compose).
 COPY gym_compose/ /opt/gym-compose/gym_compose/
+# NeMo Gym's sandbox registry finds provider `gym_compose` (the project's sandbox broker) through
+# this entry point; /opt/gym-compose is on sys.path, so importlib.metadata reads the dist-info there.
+COPY gym_compose/sandbox/nemo_gym_entry_point/ /opt/gym-compose/gym_compose_sandbox_provider-1.0.dist-info/

@@ -6,7 +6,8 @@ the server's folder as working directory and first on PYTHONPATH, and hands it t
 in NEMO_GYM_CONFIG_DICT (YAML, with the defaults its parser adds) and its instance name in
 NEMO_GYM_CONFIG_PATH. This does the same, after three container matters: the server's own
 `secret://NAME` values are read from the mounted secrets, it binds every interface, and the
-parser's defaults NeMo Gym's server code reads are filled in. Then it exec()s the entrypoint:
+parser's defaults NeMo Gym's server code reads are filled in. A server with sandboxes gets its
+`sandbox_provider` block pointed at the broker (`gym_compose.sandbox.nemo_gym_routing`). Then it exec()s the entrypoint:
 the server process is NeMo Gym's own code, nothing of gym-compose in it.
 """
 
@@ -28,6 +29,8 @@ from gym_compose.contract import (
     NEMO_GYM_SEARCH_ROOT,
     SERVER_DIR_ENV,
 )
+from gym_compose.sandbox.client import BROKER_ENV
+from gym_compose.sandbox.nemo_gym_routing import route_to_broker
 from gym_compose.server.context import (
     SECRETS_DIR,
     SECRETS_DIR_ENV,
@@ -67,6 +70,10 @@ def launch_environment(environ: dict[str, str]) -> tuple[Path, dict[str, str], l
     server_type, implementation, spec = instance_block(config, name)
     spec = resolve_secrets(spec, Path(environ.get(SECRETS_DIR_ENV, SECRETS_DIR)))
     spec["host"] = BIND_ALL  # peers still find it by the service name in their own copy
+    if environ.get(BROKER_ENV):  # the plan gave this server sandboxes: NeMo Gym's provider is the broker
+        notice = route_to_broker(config, spec)
+        if notice:
+            print(notice, file=sys.stderr, flush=True)
     config[name][server_type][implementation] = spec
     for key, value in PARSER_DEFAULTS.items():
         config.setdefault(key, value)
