@@ -11,9 +11,12 @@ with the mock model, and each completes every rollout with the reward the full s
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
-from tests.e2e.test_nemo_gym_compat import nemo_gym_checkout, project  # noqa: F401 - fixtures
+from tests.e2e import PROJECT_PREFIX
+from tests.e2e.test_nemo_gym_compat import nemo_gym_checkout  # noqa: F401 - fixture
 from tests.e2e.test_nemo_gym_runtime import run_rows
 
 pytestmark = pytest.mark.docker
@@ -24,6 +27,15 @@ SAMPLE = [
     ("bunsenbench_chemistry_mcq", "nemo_gym", 1.0),
     ("asr_with_pc", "nemo_gym", 1.0),
 ]
+
+
+@pytest.fixture
+def project(server):
+    # one project per sampled server: the shared fixture's name (the test name cut to 30 characters)
+    # would be the same for every parameter
+    name = f"{PROJECT_PREFIX}-sweep-{server.replace('_', '-')}"[:60]
+    yield name
+    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 
 
 @pytest.mark.parametrize(("server", "runtime", "mean_reward"), SAMPLE, ids=[s[0] for s in SAMPLE])
