@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,16 +23,20 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class BuildProgress:
-    """Turns `docker build` output into one line per Dockerfile step (or every line, verbose).
+    """Turns `docker build` output into one line per Dockerfile step with its duration (or every
+    line, verbose). A step's line is shown when it ends (the next step starts, or `finish()`).
 
     Keeps the last lines so that a failed build can show what went wrong.
     """
 
-    def __init__(self, tag: str, progress: Callable[[str], None], verbose: bool = False):
+    def __init__(self, tag: str, progress: Callable[[str], None], verbose: bool = False,
+                 clock: Callable[[], float] = time.monotonic):
         self.tag = tag
         self.progress = progress
         self.verbose = verbose
+        self.clock = clock
         self.recent: deque[str] = deque(maxlen=30)
+        self._running: tuple[str, float] | None = None  # the shown step under way, and when it began
 
     def __call__(self, line: str) -> None:
         line = _ANSI_ESCAPE.sub("", line)
@@ -40,10 +45,22 @@ class BuildProgress:
             self.progress(f"  [{self.tag}] {line}")
             return
         step = _STEP.match(line)
-        if step and step.group(3).split(" ", 1)[0].upper() in _SHOWN_STEPS:
-            number, total, instruction = step.groups()
-            text = f"  [{self.tag}] {number}/{total} {instruction}"
-            self.progress(text if len(text) <= _LINE_WIDTH else text[: _LINE_WIDTH - 3] + "...")
+        if step:
+            self.finish()
+            if step.group(3).split(" ", 1)[0].upper() in _SHOWN_STEPS:
+                number, total, instruction = step.groups()
+                self._running = (f"{number}/{total} {instruction}", self.clock())
+
+    def finish(self) -> None:
+        """Shows the step under way, if any, as ended now."""
+        if self._running is None:
+            return
+        text, began = self._running
+        self._running = None
+        duration = f" ({self.clock() - began:.1f} s)"
+        head = f"  [{self.tag}] "
+        room = _LINE_WIDTH - len(head) - len(duration)
+        self.progress(head + (text if len(text) <= room else text[: room - 3] + "...") + duration)
 
 
 def build_image(
@@ -59,10 +76,14 @@ def build_image(
         args += ["--build-arg", f"{name}={value}"]
     args.append(str(context))
     display = BuildProgress(tag, progress, verbose)
+    started = time.monotonic()
     result = docker_cli.run_docker(
         args, timeout=BUILD_TIMEOUT_S, check=False, on_line=display, env={"DOCKER_BUILDKIT": "0"}
     )
-    if not result.ok:
+    display.finish()
+    if result.ok:
+        progress(f"built {tag} in {time.monotonic() - started:.1f} s")
+    else:
         output = "\n".join("    " + line for line in display.recent)
         raise UserError(
             f"Building image {tag} failed:\n{output}",
