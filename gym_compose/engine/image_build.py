@@ -15,16 +15,19 @@ from gym_compose.errors import UserError
 BUILD_TIMEOUT_S = 1800
 INSPECT_TIMEOUT_S = 30
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-# Steps that do work; ARG, ENV, LABEL and the like finish instantly and are not shown.
+# Steps that do work. ARG, ENV, LABEL and the like are shown only when they took a while: the
+# classic builder commits a container for each, a second or more on a busy engine.
 _SHOWN_STEPS = ("FROM", "RUN", "COPY", "ADD")
+_SHOWN_SLOWER_THAN_S = 1.0
 _LINE_WIDTH = 110
 # The classic builder colours a step's stderr with terminal escapes.
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class BuildProgress:
-    """Turns `docker build` output into one line per Dockerfile step with its duration (or every
-    line, verbose). A step's line is shown when it ends (the next step starts, or `finish()`).
+    """Turns `docker build` output into one line per Dockerfile step that does work (or took a
+    while) with its duration, or every line when verbose. A step's line is shown when it ends (the
+    next step starts, or `finish()`).
 
     Keeps the last lines so that a failed build can show what went wrong.
     """
@@ -47,9 +50,8 @@ class BuildProgress:
         step = _STEP.match(line)
         if step:
             self.finish()
-            if step.group(3).split(" ", 1)[0].upper() in _SHOWN_STEPS:
-                number, total, instruction = step.groups()
-                self._running = (f"{number}/{total} {instruction}", self.clock())
+            number, total, instruction = step.groups()
+            self._running = (f"{number}/{total} {instruction}", self.clock())
 
     def finish(self) -> None:
         """Shows the step under way, if any, as ended now."""
@@ -57,7 +59,10 @@ class BuildProgress:
             return
         text, began = self._running
         self._running = None
-        duration = f" ({self.clock() - began:.1f} s)"
+        seconds = self.clock() - began
+        if text.split(" ", 2)[1].upper() not in _SHOWN_STEPS and seconds < _SHOWN_SLOWER_THAN_S:
+            return
+        duration = f" ({seconds:.1f} s)"
         head = f"  [{self.tag}] "
         room = _LINE_WIDTH - len(head) - len(duration)
         self.progress(head + (text if len(text) <= room else text[: room - 3] + "...") + duration)
