@@ -98,6 +98,8 @@ def main() -> int:
     parser.add_argument("--api-mode", choices=("responses", "chat_completions"), default="responses")
     parser.add_argument("--collector", action="store_true", help="send the rollouts through the collector")
     parser.add_argument("--profile", type=Path, help="sample each server with py-spy into this folder")
+    parser.add_argument("--profile-servers", help="comma-separated servers to sample (default: all)")
+    parser.add_argument("--native", action="store_true", help="py-spy also unwinds C frames (uvloop, orjson, pydantic)")
     args = parser.parse_args()
 
     rows_file = FIXTURE if FIXTURE.exists() else LOCAL_ROWS
@@ -110,7 +112,9 @@ def main() -> int:
         asyncio.run(drive(port, rows, min(64, args.rollouts), args.parallel, time.monotonic() + 30))  # warm-up
         names = [name for name in stack.processes if name != "head_server"]
         before = {name: cpu_seconds(stack.processes[name].pid) for name in names}
-        samplers = start_samplers(args.profile, {name: stack.processes[name].pid for name in names}) if args.profile else {}
+        sampled = args.profile_servers.split(",") if args.profile_servers else names
+        samplers = start_samplers(args.profile, {name: stack.processes[name].pid for name in sampled},
+                                  args.native) if args.profile else {}
         collector_cpu = None
         if args.collector:
             _, _, startup_cpu, _ = collector_run(config, rows, 64, args.parallel, args.timeout)
@@ -142,10 +146,13 @@ def main() -> int:
     return 0 if failed == 0 and done == args.rollouts else 1
 
 
-def start_samplers(folder: Path, pids: dict[str, int]) -> dict[str, subprocess.Popen]:
+def start_samplers(folder: Path, pids: dict[str, int], native: bool) -> dict[str, subprocess.Popen]:
+    """py-spy on each pid; --gil keeps only samples where the server holds the GIL, so the event
+    loop's wait for the next event (uvloop releases the GIL in epoll_wait) is left out."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     folder.mkdir(parents=True, exist_ok=True)
-    samplers = {name: subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "250", "--nonblocking",
+    samplers = {name: subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "250", "--nonblocking", "--gil",
+                                        *(["--native"] if native else []),
                                         "--format", "raw", "--output", str(folder / f"{name}.txt")],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for name, pid in pids.items()}
@@ -177,7 +184,7 @@ def print_profile(name: str, collapsed: Path, top: int = 12) -> None:
         own[frames[-1]] = own.get(frames[-1], 0) + count
         for frame in set(frames):
             inclusive[frame] = inclusive.get(frame, 0) + count
-    print(f"\nprofile of {name}: {total} samples ({collapsed})")
+    print(f"\nprofile of {name}: {total} samples with the GIL held ({collapsed})")
     for title, table in (("own", own), ("inclusive", inclusive)):
         print(f"  {title}:")
         for frame, count in sorted(table.items(), key=lambda item: -item[1])[:top]:
