@@ -55,7 +55,7 @@ def offline_engine(monkeypatch, tmp_path):
         rootfs.parent.mkdir(parents=True, exist_ok=True)
         rootfs.write_bytes(b"rootfs")
 
-    def fake_wheelhouse(requirements, cache_dir, progress, constraints=""):
+    def fake_wheelhouse(requirements, cache_dir, progress, constraints="", find_links=()):
         folder = cache_dir / "fake-wheels"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "numpy-2.0.0-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"wheel")
