@@ -70,10 +70,14 @@ def timed_up(work: Path, env: dict[str, str]) -> float:
 
 
 def remove_images(prefix: str) -> None:
-    ids = subprocess.run(["docker", "image", "ls", "-aq", "--filter", f"label=io.gym-compose.image.prefix={prefix}"],
-                         capture_output=True, text=True, timeout=60).stdout.split()
-    if ids:
-        subprocess.run(["docker", "image", "rm", "--force", *sorted(set(ids))], capture_output=True, timeout=600)
+    """Removes the prefix's images by tag (by id, a parent with a child image refuses removal)."""
+    listing = ["docker", "image", "ls", "--filter", f"label=io.gym-compose.image.prefix={prefix}",
+               "--format", "{{.Repository}}:{{.Tag}}"]
+    tags = subprocess.run(listing, capture_output=True, text=True, timeout=60).stdout.split()
+    if tags:
+        result = subprocess.run(["docker", "image", "rm", *tags], capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            print(f"could not remove every image of {prefix}: {result.stderr.strip()[-500:]}", flush=True)
 
 
 def load() -> str:
