@@ -151,8 +151,8 @@ def start_samplers(folder: Path, pids: dict[str, int], native: bool) -> dict[str
     loop's wait for the next event (uvloop releases the GIL in epoll_wait) is left out."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     folder.mkdir(parents=True, exist_ok=True)
-    samplers = {name: subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "250", "--nonblocking", "--gil",
-                                        *(["--native"] if native else []),
+    samplers = {name: subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "250", "--gil",
+                                        *(["--native"] if native else ["--nonblocking"]),  # native unwinding must pause the process
                                         "--format", "raw", "--output", str(folder / f"{name}.txt")],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for name, pid in pids.items()}
@@ -168,28 +168,49 @@ def stop_samplers(samplers: dict[str, subprocess.Popen]) -> None:
 
 
 def print_profile(name: str, collapsed: Path, top: int = 12) -> None:
-    """The functions with the most samples in py-spy's collapsed stacks: own (the innermost frame)
-    and inclusive (anywhere on the stack, once per sample)."""
+    """From py-spy's collapsed stacks: the share of samples by the package of the innermost frame,
+    the functions with the most samples of their own, and those with the most including their
+    callees (leaving out the frames under which nearly every sample lies: the event loop's)."""
     own: dict[str, int] = {}
     inclusive: dict[str, int] = {}
+    packages: dict[str, int] = {}
     total = 0
     for line in collapsed.read_text().splitlines() if collapsed.exists() else []:
         stack, _, count_text = line.rpartition(" ")
-        count = int(count_text)
-        frames = [frame.split(" (", 1)[0] + " " + frame.rsplit("/", 1)[-1].split(":", 1)[0].rstrip(")")
-                  for frame in stack.split(";") if frame]
+        frames = [frame for frame in stack.split(";") if frame]
         if not frames:
             continue
+        count = int(count_text)
         total += count
-        own[frames[-1]] = own.get(frames[-1], 0) + count
-        for frame in set(frames):
+        names = [_frame_name(frame) for frame in frames]
+        own[names[-1]] = own.get(names[-1], 0) + count
+        for frame in set(names):
             inclusive[frame] = inclusive.get(frame, 0) + count
+        package = _frame_package(frames[-1])
+        packages[package] = packages.get(package, 0) + count
     print(f"\nprofile of {name}: {total} samples with the GIL held ({collapsed})")
-    for title, table in (("own", own), ("inclusive", inclusive)):
+    below_loop = {frame: count for frame, count in inclusive.items() if count < 0.6 * total}
+    for title, table in (("by package of the innermost frame", packages), ("own", own),
+                         ("including callees (under 60%)", below_loop)):
         print(f"  {title}:")
         for frame, count in sorted(table.items(), key=lambda item: -item[1])[:top]:
             print(f"    {100 * count / max(total, 1):5.1f}%  {frame}")
 
+
+def _frame_name(frame: str) -> str:
+    """'function (path/file.py:line)' -> 'function file.py'."""
+    function, _, where = frame.partition(" (")
+    return f"{function} {where.rsplit('/', 1)[-1].split(':', 1)[0].rstrip(')')}"
+
+
+def _frame_package(frame: str) -> str:
+    where = frame.partition(" (")[2]
+    path = where.split(":", 1)[0]
+    if path.startswith("gym_compose/"):
+        return "/".join(path.split("/")[:3])  # gym_compose/server/..., one level deeper
+    if path.startswith("<frozen") or "/" not in path:
+        return path or "?"
+    return path.split("/", 1)[0]
 
 if __name__ == "__main__":
     sys.exit(main())
