@@ -8,7 +8,12 @@ With --collector the rollouts go through the collector (`python -m gym_compose.c
 container runs it) instead of this script's own client, and its CPU per rollout is printed too:
 the difference between a 64-row and a --rollouts-row collection, so its start-up is left out.
 
+With --profile DIR each server is sampled by py-spy (the dev extra installs it) during the
+measured run: DIR/<server>.txt holds the collapsed stacks, and the functions with the most samples
+(own and including callees) are printed per server. Sampling costs CPU too: compare rates without it.
+
     .venv/bin/python bench/bench_runtime.py [--rollouts 500] [--parallel 32] [--timeout 120] [--collector]
+                                            [--profile DIR]
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import asyncio
 import json
 import os
 import resource
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,6 +97,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="bound on the measured run, seconds")
     parser.add_argument("--api-mode", choices=("responses", "chat_completions"), default="responses")
     parser.add_argument("--collector", action="store_true", help="send the rollouts through the collector")
+    parser.add_argument("--profile", type=Path, help="sample each server with py-spy into this folder")
+    parser.add_argument("--profile-servers", help="comma-separated servers to sample (default: all)")
+    parser.add_argument("--native", action="store_true", help="py-spy also unwinds C frames (uvloop, orjson, pydantic)")
     args = parser.parse_args()
 
     rows_file = FIXTURE if FIXTURE.exists() else LOCAL_ROWS
@@ -102,6 +112,9 @@ def main() -> int:
         asyncio.run(drive(port, rows, min(64, args.rollouts), args.parallel, time.monotonic() + 30))  # warm-up
         names = [name for name in stack.processes if name != "head_server"]
         before = {name: cpu_seconds(stack.processes[name].pid) for name in names}
+        sampled = args.profile_servers.split(",") if args.profile_servers else names
+        samplers = start_samplers(args.profile, {name: stack.processes[name].pid for name in sampled},
+                                  args.native) if args.profile else {}
         collector_cpu = None
         if args.collector:
             _, _, startup_cpu, _ = collector_run(config, rows, 64, args.parallel, args.timeout)
@@ -116,6 +129,7 @@ def main() -> int:
             elapsed = time.perf_counter() - started
             rate = (ok + failed) / elapsed
         spent = {name: cpu_seconds(stack.processes[name].pid) - before[name] for name in names}
+        stop_samplers(samplers)
     done = ok + failed
     print(f"rows: {rows_file}")
     print(f"rollouts: {done} ({ok} {'written' if args.collector else 'reward 1.0'}, {failed} failed or other) "
@@ -127,8 +141,76 @@ def main() -> int:
     print(f"  {'total of the servers':28s} {1000 * sum(spent.values()) / max(done, 1):6.2f}")
     if collector_cpu is not None:
         print(f"  {'collector (start-up left out)':28s} {1000 * collector_cpu:6.2f}")
+    for name in samplers:
+        print_profile(name, args.profile / f"{name}.txt")
     return 0 if failed == 0 and done == args.rollouts else 1
 
+
+def start_samplers(folder: Path, pids: dict[str, int], native: bool) -> dict[str, subprocess.Popen]:
+    """py-spy on each pid; --gil keeps only samples where the server holds the GIL, so the event
+    loop's wait for the next event (uvloop releases the GIL in epoll_wait) is left out."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    folder.mkdir(parents=True, exist_ok=True)
+    samplers = {name: subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "250", "--gil",
+                                        *(["--native"] if native else ["--nonblocking"]),  # native unwinding must pause the process
+                                        "--format", "raw", "--output", str(folder / f"{name}.txt")],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for name, pid in pids.items()}
+    time.sleep(1.0)  # attached before the run starts
+    return samplers
+
+
+def stop_samplers(samplers: dict[str, subprocess.Popen]) -> None:
+    for sampler in samplers.values():
+        sampler.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    for sampler in samplers.values():
+        sampler.wait(timeout=60)
+
+
+def print_profile(name: str, collapsed: Path, top: int = 12) -> None:
+    """From py-spy's collapsed stacks: the share of samples by the package of the innermost frame,
+    the functions with the most samples of their own, and those with the most including their
+    callees (leaving out the frames under which nearly every sample lies: the event loop's)."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    packages: dict[str, int] = {}
+    total = 0
+    for line in collapsed.read_text().splitlines() if collapsed.exists() else []:
+        stack, _, count_text = line.rpartition(" ")
+        frames = [frame for frame in stack.split(";") if frame]
+        if not frames:
+            continue
+        count = int(count_text)
+        total += count
+        names = [_frame_name(frame) for frame in frames]
+        own[names[-1]] = own.get(names[-1], 0) + count
+        for frame in set(names):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+        package = _frame_package(frames[-1])
+        packages[package] = packages.get(package, 0) + count
+    print(f"\nprofile of {name}: {total} samples with the GIL held ({collapsed})")
+    below_loop = {frame: count for frame, count in inclusive.items() if count < 0.6 * total}
+    for title, table in (("by package of the innermost frame", packages), ("own", own),
+                         ("including callees (under 60%)", below_loop)):
+        print(f"  {title}:")
+        for frame, count in sorted(table.items(), key=lambda item: -item[1])[:top]:
+            print(f"    {100 * count / max(total, 1):5.1f}%  {frame}")
+
+
+def _frame_name(frame: str) -> str:
+    """'function (path/file.py:line)' -> 'function file.py'."""
+    function, _, where = frame.partition(" (")
+    return f"{function} {where.rsplit('/', 1)[-1].split(':', 1)[0].rstrip(')')}"
+
+
+def _frame_package(frame: str) -> str:
+    where = frame.partition(" (")[2]
+    path = where.split(":", 1)[0]
+    if path.startswith("gym_compose/"):
+        return "/".join(path.split("/")[:3])  # gym_compose/server/..., one level deeper
+    if path.startswith("<frozen") or "/" not in path:
+        return path or "?"
+    return path.split("/", 1)[0]
 
 if __name__ == "__main__":
     sys.exit(main())

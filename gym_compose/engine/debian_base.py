@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -127,8 +128,10 @@ def _ensure_debian_image(settings: ImageSettings, progress: Callable[[str], None
         if not rootfs.exists():
             _make_rootfs(settings, rootfs, progress, packages, suite)
         progress(f"offline {name}: importing {rootfs.name} as {tag}")
+        started = time.monotonic()
         changes = [arg for change in image_changes(settings, name) for arg in ("--change", change)]
         docker_cli.run_docker(["import", *changes, str(rootfs), tag], timeout=IMPORT_TIMEOUT_S)
+        progress(f"offline {name}: imported in {time.monotonic() - started:.1f} s")
     return tag
 
 
@@ -144,6 +147,7 @@ def _make_rootfs(settings: ImageSettings, rootfs: Path, progress: Callable[[str]
     partial = rootfs.with_suffix(".partial.tar")
     command = mmdebstrap_command(settings, partial, packages, suite)
     progress(f"offline base: building a Debian {suite} root filesystem with {', '.join(packages)}")
+    started = time.monotonic()
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=MMDEBSTRAP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -161,3 +165,5 @@ def _make_rootfs(settings: ImageSettings, rootfs: Path, progress: Callable[[str]
             "(GYM_COMPOSE_DEBIAN_MIRROR)",
         )
     partial.rename(rootfs)
+    size_mib = rootfs.stat().st_size >> 20
+    progress(f"offline base: root filesystem built in {time.monotonic() - started:.1f} s ({size_mib} MiB)")

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,8 +77,10 @@ def ensure_wheelhouse(
         progress(f"wheelhouse: downloading wheels for {_describe(requirements)} (python {platform.python})")
         wheelhouse.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=wheelhouse.parent))
+        started = time.monotonic()
         try:
             _download(requirements, constraints, staging, platform, find_links)
+            progress(f"wheelhouse: {len(list(staging.glob('*.whl')))} wheels in {time.monotonic() - started:.1f} s")
             (staging / _COMPLETE_MARKER).write_text("")
             if wheelhouse.exists():
                 shutil.rmtree(wheelhouse)

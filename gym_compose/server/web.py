@@ -134,8 +134,9 @@ async def _send_json(send, status: int, body: dict[str, Any]) -> None:
 
 
 def serve(app, host: str, port: int, log_level: str = "warning") -> None:
-    """Run an ASGI app with uvicorn on uvloop + httptools, no access log, no proxy-header layer
-    (peers call each other directly), and a main loop that sleeps while idle."""
+    """Run an ASGI app with uvicorn on uvloop + httptools (each response written in one syscall),
+    no access log, no proxy-header layer (peers call each other directly), and a main loop that
+    sleeps while idle."""
     import uvicorn
 
     config = uvicorn.Config(
@@ -143,7 +144,7 @@ def serve(app, host: str, port: int, log_level: str = "warning") -> None:
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=_coalescing_protocol_class(),
         lifespan="on",
         access_log=False,
         proxy_headers=False,
@@ -153,6 +154,54 @@ def serve(app, host: str, port: int, log_level: str = "warning") -> None:
         timeout_graceful_shutdown=2,
     )
     _quiet_server_class(uvicorn.Server)(config).run()
+
+
+class _CoalescingTransport:
+    """A transport whose writes within one event-loop turn go out as one: uvicorn writes a
+    response's head and its body separately, two syscalls, and on loopback the peer wakes up and
+    reads twice. Joined at the end of the turn (call_soon), so nothing waits longer than the turn."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending = []
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(data) for data in self._pending)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def _coalescing_protocol_class() -> type:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class CoalescingHttpToolsProtocol(HttpToolsProtocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(_CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+
+    return CoalescingHttpToolsProtocol
 
 
 def _quiet_server_class(server_class: type) -> type:

@@ -87,12 +87,16 @@ def test_daemon_down_and_missing_cli_are_explained(fake_docker, monkeypatch):
         docker_cli.run_docker(["info"], timeout=10)
 
 
-def test_build_progress_shows_one_line_per_working_step():
+def test_build_progress_shows_one_line_per_working_step_with_its_duration():
     shown: list[str] = []
-    display = BuildProgress("gym-compose/base:1", shown.append)
+    # each step's start and end: ARG 0.1 s, FROM 0.5 s, RUN 1.5 s, LABEL 2 s (a busy engine)
+    now = iter([0.0, 0.1, 10.0, 10.5, 10.5, 12.0, 12.0, 14.0])
+    display = BuildProgress("gym-compose/base:1", shown.append, clock=lambda: next(now))
     for line in ["Step 1/4 : ARG X", "Step 2/4 : FROM a", " ---> Using cache", "Step 3/4 : RUN pip install x", "Collecting x", "Step 4/4 : LABEL a=b"]:
         display(line)
-    assert shown == ["  [gym-compose/base:1] 2/4 FROM a", "  [gym-compose/base:1] 3/4 RUN pip install x"]
+    display.finish()
+    assert shown == ["  [gym-compose/base:1] 2/4 FROM a (0.5 s)", "  [gym-compose/base:1] 3/4 RUN pip install x (1.5 s)",
+                     "  [gym-compose/base:1] 4/4 LABEL a=b (2.0 s)"]
     assert list(display.recent)[-2:] == ["Collecting x", "Step 4/4 : LABEL a=b"]
     display("\x1b[91mERROR: No matching distribution\x1b[0m")
     assert display.recent[-1] == "ERROR: No matching distribution"

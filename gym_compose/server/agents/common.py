@@ -12,6 +12,9 @@ from gym_compose.server.context import ServerConfigError, instance_block
 from gym_compose.server.protocol import ResponseCreateParams
 from gym_compose.server.web import json_response, read_json_object, validation_error_response
 
+# Built once: building a TypeAdapter costs ~0.1 ms (validating with it 0.5 µs), asked on every rollout.
+_BOOL = TypeAdapter(bool)
+
 TASK_HEADER = "x-gym-task"
 
 
@@ -69,7 +72,7 @@ def model_reads_task_header(global_config: Any, model_name: Any) -> bool:
         return True
     if implementation == "openai_model":
         try:
-            return TypeAdapter(bool).validate_python(spec.get("forward_task_header", False))
+            return _BOOL.validate_python(spec.get("forward_task_header", False))
         except ValidationError:
             return False
     return False
