@@ -26,6 +26,7 @@ def project(request) -> str:
     subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 
 
+@pytest.mark.timeout(2400)  # the first run compiles llama-cpp-python: over 600 s on a loaded 2-core machine
 def test_benchmark_with_a_local_cpu_model_completes_rollouts_and_leaves_nothing(project, tmp_path):
     up = gym_compose("up", "--benchmark", "example_single_tool_call", "--model-type", "local_llama_cpp_model",
                      "--limit", "2", "-p", project, "--head-port", str(free_port()), cwd=tmp_path, timeout=2400)
