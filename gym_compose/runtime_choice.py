@@ -36,7 +36,8 @@ LEAN_BASE_MODULES = frozenset({
 # Distributions whose import name is not their normalised project name.
 _IMPORT_NAMES = {"pyyaml": "yaml", "scikit_learn": "sklearn", "pillow": "PIL", "beautifulsoup4": "bs4",
                  "opencv_python": "cv2", "opencv_python_headless": "cv2", "python_dateutil": "dateutil",
-                 "protobuf": "google", "attrs": "attr", "pyjwt": "jwt", "python_dotenv": "dotenv"}
+                 "protobuf": "google", "attrs": "attr", "pyjwt": "jwt", "python_dotenv": "dotenv",
+                 "llama_cpp_python": "llama_cpp"}
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -111,6 +112,7 @@ def unprovided_packages(implementation_dir: Path, entrypoint: str = "app.py") ->
     import that neither the lean base image nor the server's own requirements install: NeMo Gym
     servers lean on nemo-gym's dependencies (numpy, ray, openai, ...). Data-preparation scripts
     beside app.py are not followed."""
+    from gym_compose.engine.native_build import native_requirements
     from gym_compose.engine.server_requirements import server_requirements
     from gym_compose.errors import UserError
 
@@ -118,6 +120,7 @@ def unprovided_packages(implementation_dir: Path, entrypoint: str = "app.py") ->
         requirements = server_requirements(implementation_dir)
     except UserError:
         requirements = ""
+    requirements += "\n" + native_requirements(implementation_dir)  # compiled in the image's build stage
     provided = set(LEAN_BASE_MODULES)
     for line in requirements.splitlines():
         match = _REQUIREMENT_NAME.match(line)

@@ -117,3 +117,13 @@ def test_own_modules_are_followed_by_their_checkout_path(tmp_path):
 
 def test_the_host_side_name_table_is_what_the_layer_gives():
     assert compat_names() == {module: frozenset(attributes()) for module, attributes in MODULES.items()}
+
+
+def test_every_server_image_of_this_repository_runs_on_the_lean_runtime():
+    # they are written for gym-compose; local_llama_cpp_model's llama_cpp comes from native-requirements.txt
+    from tests.unit.test_layout import REPO
+
+    for folder in sorted((REPO / "server_images").iterdir()):
+        if (folder / "app.py").is_file():
+            choice = choose_runtime(folder, None, "resources_servers")
+            assert choice.runtime == LEAN, (folder.name, choice.reason)
