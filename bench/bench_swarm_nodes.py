@@ -1,7 +1,7 @@
 """A stack spread over a three-node swarm on this one machine; a worker killed mid-run; --resume.
 
     sudo .venv/bin/python bench/bench_swarm_nodes.py [--nodes 2] [--rows 1200] [--parallel 32]
-                                                     [--kill-after 150] [--json OUT]
+                                                     [--kill-after 150] [--model-latency 0.2] [--json OUT]
 
 1. scripts/swarm_nodes.py makes the engine a swarm manager and joins --nodes further engines
    (each its own dockerd in its own network namespace) as workers;
@@ -83,9 +83,11 @@ def scenario(args: argparse.Namespace, work: Path, started: float) -> dict:
     run(*NODES, "up", "--nodes", str(args.nodes), cwd=REPO)
     say(f"swarm of {len(node_hosts())} nodes: {', '.join(sorted(node_hosts()))}", started)
 
+    # the mock model's delay per call keeps the run going long enough to lose a node in the middle of it
+    stack = [*STACK, f"++policy_model.responses_api_models.mock_model.latency_s={args.model_latency}"]
     engines = [f"--node-engine=unix:///run/gymnode{n}/docker.sock" for n in range(1, args.nodes + 1)]
     deploying = time.monotonic()
-    up = run(*CLI, "up", "-d", *STACK, *engines, cwd=work)
+    up = run(*CLI, "up", "-d", *stack, *engines, cwd=work)
     figures["deploy_s"] = round(time.monotonic() - deploying, 1)
     copied = [line.strip() for line in (up.stdout + up.stderr).splitlines() if ": loaded " in line]
     if len(copied) != args.nodes:
@@ -101,7 +103,7 @@ def scenario(args: argparse.Namespace, work: Path, started: float) -> dict:
     lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
     rows = work / "rows.jsonl"
     rows.write_text("\n".join(lines[i % len(lines)] for i in range(args.rows)) + "\n")
-    collect = [*CLI, "eval", "run", "--no-serve", *STACK, "--input", str(rows), "--run-name", "nodes",
+    collect = [*CLI, "eval", "run", "--no-serve", *stack, "--input", str(rows), "--run-name", "nodes",
                "--num-samples-in-parallel", str(args.parallel)]
     first = subprocess.Popen(collect, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     progress = None
@@ -162,6 +164,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1200)
     parser.add_argument("--parallel", type=int, default=32)
     parser.add_argument("--kill-after", type=int, default=150)
+    parser.add_argument("--model-latency", type=float, default=0.2, metavar="S",
+                        help="the mock model's delay per call (two calls a rollout), so that the kill lands mid-run")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-swarm-nodes-"))

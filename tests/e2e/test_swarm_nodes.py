@@ -29,7 +29,7 @@ def test_a_lost_worker_is_rescheduled_and_resume_completes_each_rollout_once(tmp
     out = tmp_path / "figures.json"
     try:
         result = subprocess.run([sys.executable, str(REPO / "bench/bench_swarm_nodes.py"), "--rows", "400",
-                                 "--kill-after", "80", "--json", str(out)],
+                                 "--kill-after", "40", "--model-latency", "0.5", "--json", str(out)],
                                 capture_output=True, text=True, timeout=600, cwd=tmp_path)
     finally:  # a timed-out scenario is killed before its own clean-up: leave no swarm, node or namespace behind
         if not out.exists():
