@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 
 from gym_compose.engine.docker_cli import run_docker
+from gym_compose.engine.image_build import inspect_image
 from gym_compose.errors import UserError
 
 PUSH_TIMEOUT_S = 1800
@@ -54,8 +55,8 @@ def _digest_of(remote: str) -> str:
 def copy_images(images: dict[str, str], engines: Sequence[str], progress=lambda line: None) -> None:
     """Every engine gets the stack's images under their local tags, with the ids they have here."""
     local = sorted(set(images.values()))
-    ids = {image: _image_id(None, image) for image in local}
-    missing = {engine: [image for image in local if _image_id(engine, image) != ids[image]] for engine in engines}
+    ids = {image: (inspect_image(image) or {}).get("Id") for image in local}
+    missing = {engine: [image for image in local if _image_id_on(engine, image) != ids[image]] for engine in engines}
     wanted = sorted({image for images_of in missing.values() for image in images_of})
     if not wanted:
         progress(f"every node engine holds the stack's {len(local)} images")
@@ -77,10 +78,9 @@ def copy_images(images: dict[str, str], engines: Sequence[str], progress=lambda 
             progress(f"{engine}: loaded {', '.join(images_of)} in {time.monotonic() - started:.1f} s")
 
 
-def _image_id(engine: str | None, image: str) -> str:
-    """The image's id in `engine` (None: this machine's), or '' when it does not hold it."""
-    args = ["image", "inspect", "--format", "{{.Id}}", image]
-    result = run_docker(args, timeout=30, retries=2) if engine is None else _on_node(engine, args, 60)
+def _image_id_on(engine: str, image: str) -> str:
+    """The image's id in a node's engine, or '' when it does not hold it."""
+    result = _on_node(engine, ["image", "inspect", "--format", "{{.Id}}", image], 60)
     if result.ok:
         return result.stdout.strip()
     if "no such image" in (result.stderr + result.stdout).lower():

@@ -64,8 +64,8 @@ def test_a_failed_push_names_the_registry(engine):
 def test_images_are_copied_only_into_node_engines_that_lack_them(engine):
     # n1 holds base with this id and lacks the server image; n2 holds base under another id
     calls = engine("""
-"image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:b ;;
-"image inspect --format {{.Id}} gym-compose/srv:def") echo sha256:s ;;
+"image inspect gym-compose/base:abc") echo '[{"Id": "sha256:b"}]' ;;
+"image inspect gym-compose/srv:def") echo '[{"Id": "sha256:s"}]' ;;
 "-H unix:///n1.sock image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:b ;;
 "-H unix:///n2.sock image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:old ;;
 "-H unix:///n2.sock image inspect --format {{.Id}} gym-compose/srv:def") echo sha256:s ;;
@@ -82,14 +82,16 @@ def test_images_are_copied_only_into_node_engines_that_lack_them(engine):
 
 
 def test_nothing_is_saved_when_every_node_engine_holds_the_images(engine):
-    calls = engine('*"image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:b ;;')
+    calls = engine("""
+"image inspect gym-compose/base:abc") echo '[{"Id": "sha256:b"}]' ;;
+*"image inspect --format {{.Id}} gym-compose/base:abc") echo sha256:b ;;""")
     copy_images({"base": "gym-compose/base:abc"}, ["ssh://admin@node2"])
     assert not [c for c in calls() if c.startswith("save") or " load " in c]
 
 
 def test_an_unreachable_node_engine_is_named(engine):
     engine("""
-"image inspect"*) echo sha256:b ;;
+"image inspect"*) echo '[{"Id": "sha256:b"}]' ;;
 "-H "*) echo "Cannot connect to the Docker daemon at tcp://node9:2376. Is the docker daemon running?" >&2; exit 1 ;;""")
     with pytest.raises(UserError, match="tcp://node9:2376") as error:
         copy_images({"base": "gym-compose/base:abc"}, ["tcp://node9:2376"])
