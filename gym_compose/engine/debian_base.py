@@ -26,9 +26,15 @@ IMPORT_TIMEOUT_S = 600
 # The C++ runtime and OpenMP, as the public slim image has them: manylinux wheels (numpy, pandas,
 # scipy, pyarrow, torch) link against the system's libstdc++ and many vendor no libgomp.
 PACKAGES = ("python3", "python3-venv", "libstdc++6", "libgomp1")
-# The NeMo Gym runtime's parent: Debian trixie's Python 3.13, which nemo-gym 0.7 needs.
-NEMO_GYM_PACKAGES = PACKAGES
+# The NeMo Gym runtime's parent: Debian trixie's Python 3.13, which nemo-gym 0.7 needs, plus the
+# X11 client libraries common scientific wheels load without vendoring them (`readelf -d` of
+# rdkit 2025.9, opencv-python-headless 5, matplotlib, pillow, scipy, pyarrow: rdkit's Draw module
+# needs libXrender.so.1, libXext.so.6 and libX11.so.6; the rest is vendored or in the base).
+NEMO_GYM_PACKAGES = (*PACKAGES, "libx11-6", "libxext6", "libxrender1")
 BUILD_PACKAGES = (*PACKAGES, "g++", "make", "cmake")
+# Builds the wheel of a C extension PyPI has only as an sdist (pycosat) for the image's Python:
+# a compiler and the Python headers of the Debian release the image runs (wheelhouse.py).
+WHEEL_BUILD_PACKAGES = (*PACKAGES, "gcc", "libc6-dev", "python3-dev")
 # The parent of SWE task images (gym_compose/swe): a repository's tools, no gym-compose runtime.
 SWE_PACKAGES = ("python3", "python-is-python3", "python3-pytest", "git", "patch", "ca-certificates")
 # Documentation, manual pages and translations are of no use in a server container.
@@ -102,6 +108,15 @@ def ensure_debian_build_image(settings: ImageSettings, progress: Callable[[str],
     """Tag of a local image with Debian's Python 3, g++, make and cmake: the build stage that
     compiles packages from source with no registry and no network inside the build."""
     return _ensure_debian_image(settings, progress, "debian-build", BUILD_PACKAGES)
+
+
+def ensure_debian_wheel_build_image(settings: ImageSettings, progress: Callable[[str], None],
+                                    suite: str = DEBIAN_SUITE) -> str:
+    """Tag of a local image with Debian's Python 3 of `suite`, gcc and the Python headers: where
+    a C extension's sdist becomes a wheel for the offline images' Python (bookworm: 3.11 for the
+    lean base, trixie: 3.13 for the NeMo Gym runtime)."""
+    name = "debian-wheel-build" if suite == DEBIAN_SUITE else f"debian-wheel-build-{suite}"
+    return _ensure_debian_image(settings, progress, name, WHEEL_BUILD_PACKAGES, suite)
 
 
 def ensure_debian_swe_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:

@@ -13,19 +13,23 @@ built), `image_setup.py` (run after the install, see the Dockerfile).
 from __future__ import annotations
 
 import email.parser
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gym_compose.engine import docker_cli
 from gym_compose.engine.build_lock import file_lock
 from gym_compose.engine.image_hash import ContentHash
+from gym_compose.engine.image_settings import ImageSettings, PythonPlatform
 from gym_compose.errors import UserError
 
 NATIVE_REQUIREMENTS = "native-requirements.txt"
@@ -138,5 +142,80 @@ def _download_sdists(requirements: str, folder: Path, progress: Callable[[str], 
         if folder.exists():
             shutil.rmtree(folder)
         staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# Runs as root in the build container; the wheel is handed back to the host's user.
+_WHEEL_BUILD_SCRIPT = (
+    "set -e; python3 -m venv /tmp/venv; "
+    "/tmp/venv/bin/pip install --quiet --disable-pip-version-check --no-index --find-links /build/build-wheels "
+    "-r /build/build-requirements.txt; "
+    "/tmp/venv/bin/pip wheel --quiet --disable-pip-version-check --no-index --no-build-isolation --no-deps "
+    "--wheel-dir /build/out /build/src/*; chown -R {owner} /build/out"
+)
+WHEEL_BUILD_TIMEOUT_S = 900
+
+
+def build_sdist_wheel(requirement: str, platform: PythonPlatform, cache_dir: Path,
+                      progress: Callable[[str], None]) -> Path:
+    """The wheel of `requirement` (an sdist with a C extension) for the offline images' Python,
+    compiled in the Debian build image of their release (gcc, python3-dev), with no network inside.
+    Cached under the cache dir, so each one is compiled once per machine."""
+    from gym_compose.engine.debian_base import ensure_debian_wheel_build_image
+    from gym_compose.engine.wheelhouse import ensure_wheelhouse  # imports this module
+
+    settings = ImageSettings.from_env()
+    builder = ensure_debian_wheel_build_image(settings, progress, platform.suite)
+    key = ContentHash().add_text("requirement", requirement).add_text("builder", builder).hexdigest()
+    folder = cache_dir / "built-wheels" / key
+    if not (folder / _COMPLETE_MARKER).exists():
+        with file_lock(cache_dir / "locks" / f"built-wheels-{key}.lock"):
+            if not (folder / _COMPLETE_MARKER).exists():
+                _compile_wheel(requirement, platform, builder, folder, cache_dir, progress, ensure_wheelhouse)
+    wheels = sorted(folder.glob("*.whl"))
+    if len(wheels) != 1:
+        raise UserError(f"building {requirement!r} from source left {len(wheels)} wheels in {folder}",
+                        hint="delete that folder and build again")
+    return wheels[0]
+
+
+def _compile_wheel(requirement: str, platform: PythonPlatform, builder: str, folder: Path, cache_dir: Path,
+                   progress: Callable[[str], None], ensure_wheelhouse: Callable[..., Path]) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        source = staging / "src"
+        _download_sdists(requirement + "\n", source, progress)
+        (sdist,) = [path for path in source.iterdir() if path.name != _COMPLETE_MARKER]
+        (source / _COMPLETE_MARKER).unlink()
+        build_requires, _ = read_sdist_requirements(sdist)
+        build_text = "".join(f"{line}\n" for line in build_requires)
+        (staging / "build-requirements.txt").write_text(build_text)
+        build_wheels = ensure_wheelhouse(build_text, cache_dir, progress, platform=platform)
+        shutil.copytree(build_wheels, staging / "build-wheels")
+        (staging / "out").mkdir()
+        progress(f"native build: compiling {sdist.name} for Python {platform.python} in {builder}")
+        started = time.monotonic()
+        script = _WHEEL_BUILD_SCRIPT.format(owner=f"{os.getuid()}:{os.getgid()}")
+        result = docker_cli.run_docker(
+            ["run", "--rm", "--network", "none", "--user", "0:0",
+             "--mount", f"type=bind,source={staging},target=/build", builder, "sh", "-c", script],
+            timeout=WHEEL_BUILD_TIMEOUT_S, check=False)
+        if result.returncode != 0:
+            tail = "\n".join("    " + line for line in (result.stdout + result.stderr).strip().splitlines()[-15:])
+            raise UserError(f"compiling {sdist.name} for Python {platform.python} failed:\n{tail}",
+                            hint="the package may need system libraries the Debian build image lacks; "
+                            "pin a version with manylinux wheels, or build with a registry reachable")
+        wheels = list((staging / "out").glob("*.whl"))
+        progress(f"native build: {', '.join(wheel.name for wheel in wheels)} in {time.monotonic() - started:.1f} s")
+        keep = staging / "wheel"
+        keep.mkdir()
+        for wheel in wheels:
+            shutil.move(str(wheel), keep / wheel.name)
+        (keep / _COMPLETE_MARKER).write_text("")
+        if folder.exists():
+            shutil.rmtree(folder)
+        keep.rename(folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -34,7 +34,7 @@ from gym_compose.engine.images import (
     image_exists,
     image_name,
 )
-from gym_compose.engine.server_requirements import server_requirements
+from gym_compose.engine.server_requirements import server_requirements, shadowing_pins
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
 
@@ -110,17 +110,19 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
     with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"), _build_context(settings) as context:
         if image_exists(tag):
             return tag
-        progress(f"building server image {tag} (NeMo Gym runtime)")
         (context / "wheels").mkdir()
+        shadow: dict[str, tuple[str, str]] = {}
         if requirements.strip() and offline:
             runtime = ensure_wheelhouse(RUNTIME_REQUIREMENTS.read_text(), settings.cache_dir, progress,
                                         platform=NEMO_GYM_PLATFORM)
             own = ensure_wheelhouse(requirements, settings.cache_dir, progress, constraints=pinned_versions(runtime),
-                                    find_links=(runtime,),
-                                    platform=NEMO_GYM_PLATFORM)
+                                    find_links=(runtime,), platform=NEMO_GYM_PLATFORM, release_clashes=True)
+            shadow = shadowing_pins(pinned_versions(own), pinned_versions(runtime))
             _link_wheels(own, context / "wheels")
+        progress(f"building server image {tag} (NeMo Gym runtime{_describe_shadow(shadow)})")
         (context / "Dockerfile").write_text(dockerfile)
         (context / "requirements.txt").write_text(requirements)
+        (context / "shadow.txt").write_text("".join(f"{pin}\n" for pin, _ in shadow.values()))
         for target, folder in folders.items():
             _copy_files(folder, files[target], context / "gym" / target)
         build_args = {
@@ -130,6 +132,13 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
         }
         build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
     return tag
+
+
+def _describe_shadow(shadow: dict[str, tuple[str, str]]) -> str:
+    if not shadow:
+        return ""
+    pins = ", ".join(f"{pin} (runtime {version})" for pin, version in shadow.values())
+    return f"; its own {pins} shadow the runtime's"
 
 
 def _parent(settings: ImageSettings, offline: bool, progress: Progress) -> str:

@@ -13,6 +13,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from gym_compose.engine.wheelhouse import canonical_name
 from gym_compose.errors import UserError
 
 _NEMO_GYM_REQUIREMENT = re.compile(r"^\s*(-e\s+)?nemo[-_]gym\b", re.IGNORECASE)
@@ -46,3 +47,25 @@ def _pyproject_dependencies(path: Path) -> list[str]:
     if not isinstance(dependencies, list) or not all(isinstance(item, str) for item in dependencies):
         raise UserError(f"{path}: [project] dependencies must be a list of requirement strings")
     return [item.strip() for item in dependencies]
+
+
+def shadowing_pins(own_pins: str, runtime_pins: str) -> dict[str, tuple[str, str]]:
+    """The packages of a server's resolved set (`name==version` lines) that the runtime holds at
+    another version: canonical name -> (the server's pin, the runtime's version). They go into the
+    server image's own site directory, ahead of the runtime's on the path (the shadow layer,
+    docs/nemo-gym-runtime.md); every other package stays the runtime's."""
+    runtime = dict(_pins(runtime_pins))
+    shadow: dict[str, tuple[str, str]] = {}
+    for name, version in _pins(own_pins):
+        if name in runtime and runtime[name] != version:
+            shadow[name] = (f"{name}=={version}", runtime[name])
+    return shadow
+
+
+def _pins(text: str) -> list[tuple[str, str]]:
+    pairs = []
+    for line in text.splitlines():
+        name, separator, version = line.strip().partition("==")
+        if separator and name and not name.startswith("#"):
+            pairs.append((canonical_name(name), version.strip()))
+    return pairs

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gym_compose.engine import native_build
 from gym_compose.engine.build_lock import file_lock
 from gym_compose.engine.image_hash import ContentHash
 from gym_compose.engine.image_settings import LEAN_PLATFORM, PythonPlatform, machine_arch
@@ -23,11 +24,16 @@ from gym_compose.errors import UserError
 
 PIP_TIMEOUT_S = 900
 MAX_SDIST_BUILDS = 20
+MAX_RELEASED_ROUNDS = 20
 _COMPLETE_MARKER = ".complete"
 _MISSING_DISTRIBUTION = re.compile(r"satisfies the requirement (\S+)")
 # With --only-binary, a pinned dependency that ships only an sdist shows as a conflict:
 # "    reasoning-gym 0.1.25 depends on cellpylib==2.4.0", one line per candidate version.
 _CONFLICT_CAUSE = re.compile(r"^\s+\S+ \S+ depends on (\S+)$", re.MULTILINE)
+# A requirement (or a dependency of one) that a constraint forbids:
+# "    The user requested (constraint) datasets==3.6.0"
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_CONSTRAINT_CLASH = re.compile(r"^\s+The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)", re.MULTILINE)
 
 
 def platform_tags(arch: str | None = None, platform: PythonPlatform = LEAN_PLATFORM) -> list[str]:
@@ -55,17 +61,22 @@ def ensure_wheelhouse(
     constraints: str = "",
     platform: PythonPlatform = LEAN_PLATFORM,
     find_links: tuple[Path, ...] = (),
+    release_clashes: bool = False,
 ) -> Path:
     """A folder with wheels for `requirements` (and their dependencies) for the offline base.
 
     `find_links`: wheelhouses whose wheels may satisfy the constraints, e.g. the runtime's own, so
     a constraint on a wheel built here from an sdist (antlr4-python3-runtime==4.9.3, which
-    math-verify's dependencies allow) is met from it instead of being unsatisfiable."""
+    math-verify's dependencies allow) is met from it instead of being unsatisfiable.
+    `release_clashes`: a constraint pip reports as the cause of a conflict is dropped and the
+    download retried, so the wheelhouse may hold other versions of constrained packages (a NeMo
+    Gym server's own pins, which shadow the runtime's: `server_requirements.shadowing_pins`)."""
     key = (
         ContentHash()
         .add_text("requirements", requirements)
         .add_text("constraints", constraints)
         .add_text("target", " ".join(target_options(platform)))
+        .add_text("release-clashes", "yes" if release_clashes else "")
         .hexdigest()
     )
     wheelhouse = cache_dir / "wheels" / key
@@ -79,7 +90,11 @@ def ensure_wheelhouse(
         staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=wheelhouse.parent))
         started = time.monotonic()
         try:
-            _download(requirements, constraints, staging, platform, find_links)
+            released = _download(requirements, constraints, staging, platform, find_links, release_clashes,
+                                 cache_dir=cache_dir, progress=progress)
+            if released:
+                progress(f"wheelhouse: the runtime's pins of {', '.join(sorted(released))} clash with these "
+                         "requirements; their own versions are kept")
             progress(f"wheelhouse: {len(list(staging.glob('*.whl')))} wheels in {time.monotonic() - started:.1f} s")
             (staging / _COMPLETE_MARKER).write_text("")
             if wheelhouse.exists():
@@ -100,9 +115,12 @@ def pinned_versions(wheelhouse: Path) -> str:
 
 
 def _download(requirements: str, constraints: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM,
-              find_links: tuple[Path, ...] = ()) -> None:
+              find_links: tuple[Path, ...] = (), release_clashes: bool = False, *, cache_dir: Path | None = None,
+              progress: Callable[[str], None] = print) -> set[str]:
+    """Download into `target`; the names of the constraints released (see ensure_wheelhouse)."""
     (target / "requirements.txt").write_text(requirements)
     (target / "constraints.txt").write_text(constraints)
+    released: set[str] = set()
     # not --quiet: a conflict's causes (which pin lacks wheels) are only printed at info level
     command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
     command += ["--dest", str(target), "--find-links", str(target)]
@@ -110,48 +128,85 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
         command += ["--find-links", str(folder)]
     command += ["-r", str(target / "requirements.txt"), "-c", str(target / "constraints.txt")]
     command += target_options(platform)
-    for _ in range(MAX_SDIST_BUILDS):
+    for _ in range(MAX_SDIST_BUILDS + MAX_RELEASED_ROUNDS):
         completed = _run_pip(command)
         if completed.returncode == 0:
             (target / "requirements.txt").unlink()
             (target / "constraints.txt").unlink()
-            return
-        missing = _missing_distribution(completed.stdout + completed.stderr)
+            return released
+        output = completed.stdout + completed.stderr
+        clashes = {canonical_name(name) for name in _CONSTRAINT_CLASH.findall(output)} - released
+        if release_clashes and clashes:
+            released |= clashes
+            (target / "constraints.txt").write_text(_without(constraints, released))
+            continue
+        missing = _missing_distribution(output)
         if not missing:
             raise _pip_error("download wheels", completed.stderr)
-        _build_pure_python_wheel(missing, target, platform)
-    raise UserError(f"Too many packages without wheels in:\n{requirements}")
+        if not _build_pure_python_wheel(missing, target, platform):
+            if cache_dir is None:
+                raise _not_pure_python(missing, platform)
+            wheel = native_build.build_sdist_wheel(missing, platform, cache_dir, progress)
+            shutil.copy2(wheel, target / wheel.name)
+            # pip's --platform list names manylinux tags only; this wheel is tagged linux_<arch>
+            native_platform = f"linux_{machine_arch()}"
+            if native_platform not in command:
+                command += ["--platform", native_platform]
+    raise UserError(f"Too many packages without wheels, or clashing with the constraints, in:\n{requirements}")
+
+
+def _without(constraints: str, names: set[str]) -> str:
+    kept = []
+    for line in constraints.splitlines():
+        match = _NAME.match(line)
+        if not (match and canonical_name(match.group(1)) in names):
+            kept.append(line)
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (`Pillow`, `pillow` and `PIL_low` alike)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _missing_distribution(stderr: str) -> str | None:
-    """The requirement pip found no wheel for: named outright, or the one pin every candidate of a
-    conflict depends on."""
+    """The requirement pip found no wheel for: named outright, or the one requirement every
+    candidate of a conflict depends on (`cellpylib==2.4.0`, `zss>=1.2.0`) when no constraint is
+    part of the conflict (then the versions clash; nothing is missing)."""
     missing = _MISSING_DISTRIBUTION.search(stderr)
     if missing:
         return missing.group(1)
     causes = set(_CONFLICT_CAUSE.findall(stderr))
-    if len(causes) == 1 and "==" in next(iter(causes)):
+    if len(causes) == 1 and not _CONSTRAINT_CLASH.search(stderr):
         return causes.pop()
     return None
 
 
-def _build_pure_python_wheel(requirement: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM) -> None:
-    """No wheel for the image's platform: build one on the host; only pure-Python ones fit."""
+def _build_pure_python_wheel(requirement: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM) -> bool:
+    """No wheel for the image's platform: build one on the host; True when it is pure Python (and
+    now in `target`), False when it is not or does not build here (a C extension: the caller
+    compiles it for the image's Python, native_build.build_sdist_wheel)."""
     with tempfile.TemporaryDirectory() as scratch:
         command = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--quiet"]
         command += ["--no-deps", "--wheel-dir", scratch, requirement]
         completed = _run_pip(command)
         if completed.returncode != 0:
-            raise _pip_error(f"find or build a wheel for {requirement!r}", completed.stderr)
-        for wheel in Path(scratch).glob("*.whl"):
-            if not wheel.name.endswith("-none-any.whl"):
-                raise UserError(
-                    f"{requirement!r} has no wheel for Linux {machine_arch()} / Python {platform.python}, "
-                    "and it is not pure Python, so it cannot be installed into the offline base image.",
-                    hint="pin a version that publishes manylinux wheels, or build with a registry "
-                    "reachable (unset GYM_COMPOSE_OFFLINE)",
-                )
+            return False
+        wheels = list(Path(scratch).glob("*.whl"))
+        if not wheels or not all(wheel.name.endswith("-none-any.whl") for wheel in wheels):
+            return False
+        for wheel in wheels:
             shutil.move(str(wheel), target / wheel.name)
+        return True
+
+
+def _not_pure_python(requirement: str, platform: PythonPlatform) -> UserError:
+    return UserError(
+        f"{requirement!r} has no wheel for Linux {machine_arch()} / Python {platform.python}, "
+        "and it is not pure Python, so it cannot be installed into the offline base image.",
+        hint="pin a version that publishes manylinux wheels, or build with a registry "
+        "reachable (unset GYM_COMPOSE_OFFLINE)",
+    )
 
 
 def _run_pip(command: list[str]) -> subprocess.CompletedProcess[str]:

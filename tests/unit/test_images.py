@@ -317,3 +317,14 @@ def test_a_pinned_dependency_without_wheels_is_found_in_pips_conflict_report():
     assert _missing_distribution(conflict) == "cellpylib==2.4.0"
     assert _missing_distribution(conflict.replace("0.1.24 depends on cellpylib==2.4.0",
                                                   "0.1.24 depends on sympy==1.0")) is None
+
+
+def test_a_ranged_dependency_without_wheels_is_missing_unless_a_constraint_clashes():
+    from gym_compose.engine.wheelhouse import _missing_distribution
+
+    conflict = ("The conflict is caused by:\n    reasoning-gym 0.1.25 depends on zss>=1.2.0\n"
+                "    reasoning-gym 0.1.24 depends on zss>=1.2.0\n\n")
+    assert _missing_distribution(conflict) == "zss>=1.2.0"
+    clash = ("The conflict is caused by:\n    datasets 4.0.0 depends on fsspec<=2025.3.0\n"
+             "    The user requested (constraint) fsspec==2025.9.0\n")
+    assert _missing_distribution(clash) is None

@@ -1,0 +1,148 @@
+"""A NeMo Gym server's pins that clash with the shared runtime's versions: the wheelhouse keeps the
+server's versions, and the server image installs them into a site directory that shadows the
+runtime's, with everything else still constrained to the runtime (docs/nemo-gym-runtime.md)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gym_compose.engine import docker_cli, nemo_gym_images, wheelhouse
+from gym_compose.engine.server_requirements import shadowing_pins
+from gym_compose.errors import UserError
+from tests.unit.test_images import FakeEngine
+
+CLASH = ("ERROR: Cannot install datasets==4.0.0 because these package versions have conflicting dependencies.\n\n"
+         "The conflict is caused by:\n    The user requested datasets==4.0.0\n"
+         "    The user requested (constraint) datasets==3.6.0\n\nTo fix this you could try to:\n")
+DEPENDENCY_CLASH = ("ERROR: Cannot install datasets==4.0.0 because these package versions have conflicting "
+                    "dependencies.\n\nThe conflict is caused by:\n"
+                    "    datasets 4.0.0 depends on fsspec<=2025.3.0 and >=2023.1.0\n"
+                    "    The user requested (constraint) fsspec==2025.9.0\n\nTo fix this you could try to:\n")
+RUNTIME_PINS = "datasets==3.6.0\nfsspec==2025.9.0\nPillow==11.3.0\nnumpy==2.3.1\n"
+
+
+def test_shadowing_pins_are_the_server_packages_the_runtime_holds_at_another_version():
+    own = "datasets==4.0.0\nfsspec==2025.3.0\nnumpy==2.3.1\nmolbloom==2.3.4\npillow==12.3.0\n"
+    assert shadowing_pins(own, RUNTIME_PINS) == {
+        "datasets": ("datasets==4.0.0", "3.6.0"),
+        "fsspec": ("fsspec==2025.3.0", "2025.9.0"),
+        "pillow": ("pillow==12.3.0", "11.3.0"),  # names compare as PEP 503 does: Pillow == pillow
+    }
+    assert shadowing_pins("numpy==2.3.1\nmolbloom==2.3.4\n", RUNTIME_PINS) == {}
+
+
+def _scripted_pip(monkeypatch, answers):
+    """pip download answers from a list: (returncode, stderr); records each constraints file."""
+    constraints_seen: list[str] = []
+
+    def pip(command):
+        constraints = Path(command[command.index("-c") + 1])
+        constraints_seen.append(constraints.read_text())
+        returncode, stderr = answers.pop(0)
+        return subprocess.CompletedProcess(command, returncode, "", stderr)
+
+    monkeypatch.setattr(wheelhouse, "_run_pip", pip)
+    return constraints_seen
+
+
+def test_released_constraints_are_dropped_one_conflict_at_a_time_and_reported(monkeypatch, tmp_path):
+    seen = _scripted_pip(monkeypatch, [(1, CLASH), (1, DEPENDENCY_CLASH), (0, "")])
+    lines: list[str] = []
+    folder = wheelhouse.ensure_wheelhouse("datasets==4.0.0\n", tmp_path, lines.append, constraints=RUNTIME_PINS,
+                                          release_clashes=True)
+    assert (folder / ".complete").exists()
+    assert seen == [RUNTIME_PINS, "fsspec==2025.9.0\nPillow==11.3.0\nnumpy==2.3.1\n", "Pillow==11.3.0\nnumpy==2.3.1\n"]
+    assert any("runtime's pins of datasets, fsspec clash" in line for line in lines)
+
+
+def test_without_release_a_clash_stays_an_error(monkeypatch, tmp_path):
+    _scripted_pip(monkeypatch, [(1, CLASH)])
+    with pytest.raises(UserError, match="could not download wheels"):
+        wheelhouse.ensure_wheelhouse("datasets==4.0.0\n", tmp_path, lambda line: None, constraints=RUNTIME_PINS)
+
+
+def test_a_released_wheelhouse_is_cached_apart_from_a_strict_one(monkeypatch, tmp_path):
+    _scripted_pip(monkeypatch, [(0, ""), (0, "")])
+    strict = wheelhouse.ensure_wheelhouse("x\n", tmp_path, lambda line: None, constraints=RUNTIME_PINS)
+    released = wheelhouse.ensure_wheelhouse("x\n", tmp_path, lambda line: None, constraints=RUNTIME_PINS,
+                                            release_clashes=True)
+    assert strict != released
+
+
+@pytest.fixture
+def engine(monkeypatch, tmp_path):
+    fake = FakeEngine()
+    monkeypatch.setattr(docker_cli, "run_docker", fake)
+    monkeypatch.setenv("GYM_COMPOSE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("GYM_COMPOSE_IMAGE_PREFIX", raising=False)
+    fake.add("gym-compose/nemo-gym-runtime:r1", {"io.gym-compose.image.parent": "gym-compose/debian-python313:p"})
+    return fake
+
+
+def _wheelhouses(monkeypatch, tmp_path, own_wheels):
+    requests: list[dict] = []
+
+    def fake_wheelhouse(requirements, cache_dir, progress, constraints="", find_links=(), platform=None,
+                        release_clashes=False):
+        requests.append({"requirements": requirements, "constraints": constraints,
+                         "release_clashes": release_clashes})
+        folder = tmp_path / f"wheels-{len(requests)}"
+        folder.mkdir()
+        for wheel in (["datasets-3.6.0", "fsspec-2025.9.0", "numpy-2.3.1"] if len(requests) == 1 else own_wheels):
+            (folder / f"{wheel}-py3-none-any.whl").write_bytes(b"")
+        return folder
+
+    monkeypatch.setattr(nemo_gym_images, "ensure_wheelhouse", fake_wheelhouse)
+    return requests
+
+
+def _server(tmp_path, requirements):
+    folder = tmp_path / "gym" / "resources_servers" / "judge"
+    folder.mkdir(parents=True)
+    (folder / "app.py").write_text("APP = 1\n")
+    (folder / "requirements.txt").write_text(requirements)
+    return folder
+
+
+def _capture_shadow_files(monkeypatch) -> list[str]:
+    shadow_files: list[str] = []
+    real_build = nemo_gym_images.build_image
+
+    def build(context, tag, **kwargs):
+        shadow_files.append((Path(context) / "shadow.txt").read_text())
+        return real_build(context, tag, **kwargs)
+
+    monkeypatch.setattr(nemo_gym_images, "build_image", build)
+    return shadow_files
+
+
+def test_clashing_pins_go_to_the_shadow_layer_and_the_build_says_which(engine, monkeypatch, tmp_path):
+    requests = _wheelhouses(monkeypatch, tmp_path, ["datasets-4.0.0", "fsspec-2025.3.0", "numpy-2.3.1"])
+    shadow_files = _capture_shadow_files(monkeypatch)
+    folder = _server(tmp_path, "-e nemo-gym[dev] @ ../../\ndatasets==4.0.0\n")
+    lines: list[str] = []
+    nemo_gym_images.ensure_nemo_gym_server_image(folder, "resources_servers", (), "gym-compose/nemo-gym-runtime:r1",
+                                                 progress=lines.append)
+
+    own = requests[-1]
+    assert own["requirements"] == "datasets==4.0.0\n" and own["release_clashes"]
+    assert "datasets==3.6.0" in own["constraints"]
+    assert shadow_files == ["datasets==4.0.0\nfsspec==2025.3.0\n"]
+    (build,) = engine.builds
+    assert "--target /tmp/shadow" in build["dockerfile"]
+    assert "PYTHONPATH=/srv/gym:/opt/server-packages" in build["dockerfile"]
+    assert any("its own datasets==4.0.0 (runtime 3.6.0), fsspec==2025.3.0 (runtime 2025.9.0) shadow the runtime's"
+               in line for line in lines), lines
+
+
+def test_a_server_without_clashes_has_an_empty_shadow_file(engine, monkeypatch, tmp_path):
+    _wheelhouses(monkeypatch, tmp_path, ["numpy-2.3.1", "molbloom-2.3.4"])
+    shadow_files = _capture_shadow_files(monkeypatch)
+    lines: list[str] = []
+    nemo_gym_images.ensure_nemo_gym_server_image(_server(tmp_path, "molbloom==2.3.4\n"), "resources_servers", (),
+                                                 "gym-compose/nemo-gym-runtime:r1", progress=lines.append)
+    assert shadow_files == [""]
+    assert not any("shadow" in line for line in lines)
