@@ -119,7 +119,7 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
                                     find_links=(runtime,), platform=NEMO_GYM_PLATFORM, release_clashes=True)
             shadow = shadowing_pins(pinned_versions(own), pinned_versions(runtime))
             _link_wheels(own, context / "wheels")
-        progress(f"building server image {tag} (NeMo Gym runtime{_describe_shadow(shadow)})")
+        progress(f"building server image {tag} (NeMo Gym runtime){_describe_shadow(shadow)}")
         (context / "Dockerfile").write_text(dockerfile)
         (context / "requirements.txt").write_text(requirements)
         (context / "shadow.txt").write_text("".join(f"{pin}\n" for pin, _ in shadow.values()))

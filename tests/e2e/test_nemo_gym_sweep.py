@@ -6,11 +6,14 @@ with the mock model, and each completes every rollout with the reward the full s
 - citation_if: the lean runtime (its nemo_gym imports are all in the compatibility layer);
 - bunsenbench_chemistry_mcq: the NeMo Gym runtime, no packages of its own;
 - asr_with_pc: the NeMo Gym runtime chosen because app.py imports numpy (nemo-gym's dependency,
-  not the lean base's), with its own requirements (jiwer, whisper_normalizer) on top.
+  not the lean base's), with its own requirements (jiwer, whisper_normalizer) on top;
+- equivalence_llm_judge: the NeMo Gym runtime with the shadow layer: its `datasets==4.0.0` (and
+  the dependencies that pin needs) shadow the runtime's newer datasets.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -22,10 +25,12 @@ from tests.e2e.test_nemo_gym_runtime import run_rows
 pytestmark = pytest.mark.docker
 
 SAMPLE = [
-    # server, runtime, mean reward of the mock model's answers on data/example.jsonl (5 rows each)
-    ("citation_if", "lean", 0.2),
-    ("bunsenbench_chemistry_mcq", "nemo_gym", 1.0),
-    ("asr_with_pc", "nemo_gym", 1.0),
+    # server, runtime, mean reward of the mock model's answers on data/example.jsonl (5 rows each),
+    # packages the server image holds at its own version, ahead of the runtime's (the shadow layer)
+    ("citation_if", "lean", 0.2, {}),
+    ("bunsenbench_chemistry_mcq", "nemo_gym", 1.0, {}),
+    ("asr_with_pc", "nemo_gym", 1.0, {}),
+    ("equivalence_llm_judge", "nemo_gym", 0.0, {"datasets": "4.0.0"}),
 ]
 
 
@@ -38,10 +43,26 @@ def project(server):
     subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 
 
-@pytest.mark.parametrize(("server", "runtime", "mean_reward"), SAMPLE, ids=[s[0] for s in SAMPLE])
+@pytest.mark.parametrize(("server", "runtime", "mean_reward", "shadowed"), SAMPLE, ids=[s[0] for s in SAMPLE])
 def test_sampled_nemo_gym_server_completes_its_example_rows(nemo_gym_checkout, project, tmp_path,  # noqa: F811
-                                                            server, runtime, mean_reward):
+                                                            server, runtime, mean_reward, shadowed):
     rollouts, output = run_rows(nemo_gym_checkout, project, tmp_path, server)
     assert ("(NeMo Gym runtime)" in output) == (runtime == "nemo_gym"), output[-3000:]
     rewards = [float(r["reward"]) for r in rollouts]
     assert sum(rewards) / len(rewards) == pytest.approx(mean_reward)
+    if shadowed:
+        (image,) = set(re.findall(r"server image (\S+-nemo-gym:[0-9a-f]+)", output))
+        assert _versions_in(image, shadowed) == {name: (version, "/opt/server-packages")
+                                                 for name, version in shadowed.items()}
+
+
+def _versions_in(image: str, names: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Each package's version and the sys.path entry it is imported from, inside the image."""
+    script = ("import importlib, importlib.metadata as m, pathlib, sys\n"
+              "for name in sys.argv[1:]:\n"
+              "    where = pathlib.Path(importlib.import_module(name).__file__).parent.parent\n"
+              "    print(name, m.version(name), where)\n")
+    done = subprocess.run(["docker", "run", "--rm", "--entrypoint", "python", image, "-c", script, *names],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return {name: (version, where) for name, version, where in (line.split() for line in done.stdout.splitlines())}

@@ -23,7 +23,8 @@ def test_a_c_extension_without_wheels_is_compiled_and_pip_may_then_take_its_linu
     def pip(command):
         commands.append(list(command))
         if "wheel" in command:  # the host's own build: a platform wheel, which does not fit the image
-            (Path(command[command.index("--wheel-dir") + 1]) / "pycosat-0.6.6-cp311-cp311-linux_x86_64.whl").write_bytes(b"")
+            wheel_dir = Path(command[command.index("--wheel-dir") + 1])
+            (wheel_dir / "pycosat-0.6.6-cp311-cp311-linux_x86_64.whl").write_bytes(b"")
             return subprocess.CompletedProcess(command, 0, "", "")
         downloads = [c for c in commands if "download" in c]
         return subprocess.CompletedProcess(command, 1 if len(downloads) == 1 else 0, "", CONFLICT)
@@ -32,8 +33,11 @@ def test_a_c_extension_without_wheels_is_compiled_and_pip_may_then_take_its_linu
     compiled.write_bytes(b"compiled")
     asked: list[tuple] = []
     monkeypatch.setattr(wheelhouse, "_run_pip", pip)
-    monkeypatch.setattr(native_build, "build_sdist_wheel",
-                        lambda requirement, platform, cache_dir, progress: asked.append((requirement, platform)) or compiled)
+    def build_sdist_wheel(requirement, platform, cache_dir, progress):
+        asked.append((requirement, platform))
+        return compiled
+
+    monkeypatch.setattr(native_build, "build_sdist_wheel", build_sdist_wheel)
     folder = wheelhouse.ensure_wheelhouse("reasoning-gym==0.1.25\n", tmp_path / "cache", lambda line: None)
 
     assert asked == [("pycosat==0.6.6", LEAN_PLATFORM)]
@@ -58,8 +62,11 @@ def test_the_wheel_is_built_in_the_debian_build_image_offline_and_cached(monkeyp
     monkeypatch.setenv("GYM_COMPOSE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("GYM_COMPOSE_IMAGE_PREFIX", raising=False)
     builders: list[str] = []
-    monkeypatch.setattr(debian_base, "ensure_debian_wheel_build_image",
-                        lambda settings, progress, suite: builders.append(suite) or f"gym-compose/debian-wheel-build-{suite}:x")
+    def builder(settings, progress, suite):
+        builders.append(suite)
+        return f"gym-compose/debian-wheel-build-{suite}:x"
+
+    monkeypatch.setattr(debian_base, "ensure_debian_wheel_build_image", builder)
 
     def download_sdists(requirements, folder, progress):
         folder.mkdir()
@@ -121,7 +128,8 @@ def test_the_wheel_build_image_has_a_compiler_and_the_headers_of_the_images_debi
     settings = ImageSettings.from_env()
     lean = debian_base.ensure_debian_wheel_build_image(settings, lambda line: None)
     trixie = debian_base.ensure_debian_wheel_build_image(settings, lambda line: None, "trixie")
-    assert lean.startswith("gym-compose/debian-wheel-build:") and trixie.startswith("gym-compose/debian-wheel-build-trixie:")
+    assert lean.startswith("gym-compose/debian-wheel-build:")
+    assert trixie.startswith("gym-compose/debian-wheel-build-trixie:")
     assert imported == [lean, trixie]
     assert [suite for _, suite in made] == ["bookworm", "trixie"]
     assert {"gcc", "python3-dev", "python3-venv"} <= set(made[0][0])
