@@ -27,12 +27,13 @@ MAX_SDIST_BUILDS = 20
 MAX_RELEASED_ROUNDS = 20
 _COMPLETE_MARKER = ".complete"
 _MISSING_DISTRIBUTION = re.compile(r"satisfies the requirement (\S+)")
-# With --only-binary, a pinned dependency that ships only an sdist shows as a conflict:
-# "    reasoning-gym 0.1.25 depends on cellpylib==2.4.0", one line per candidate version.
-_CONFLICT_CAUSE = re.compile(r"^\s+\S+ \S+ depends on (\S+)$", re.MULTILINE)
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+# The causes of a conflict, one line each. With --only-binary, a dependency that ships only an
+# sdist shows as one: "    reasoning-gym 0.1.25 depends on cellpylib==2.4.0" for every candidate
+# version; a clash as several: "    google-api-core 2.44.0 depends on protobuf<8.0.0 and >=6.33.5".
+_DEPENDS_ON = re.compile(r"^\s+(\S+) (\S+) depends on (.+)$", re.MULTILINE)
 # A requirement (or a dependency of one) that a constraint forbids:
 # "    The user requested (constraint) datasets==3.6.0"
-_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _CONSTRAINT_CLASH = re.compile(r"^\s+The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)", re.MULTILINE)
 
 
@@ -141,8 +142,8 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
             (target / "constraints.txt").write_text(_without(constraints, released))
             continue
         missing = _missing_distribution(output)
-        if not missing:
-            raise _pip_error("download wheels", completed.stderr)
+        if not missing:  # pip prints a conflict's causes on stdout, its verdict on stderr
+            raise _pip_error("download wheels", output)
         if not _build_pure_python_wheel(missing, target, platform):
             if cache_dir is None:
                 raise _not_pure_python(missing, platform)
@@ -176,8 +177,8 @@ def _missing_distribution(stderr: str) -> str | None:
     missing = _MISSING_DISTRIBUTION.search(stderr)
     if missing:
         return missing.group(1)
-    causes = set(_CONFLICT_CAUSE.findall(stderr))
-    if len(causes) == 1 and not _CONSTRAINT_CLASH.search(stderr):
+    causes = {cause.strip() for _, _, cause in _DEPENDS_ON.findall(stderr)}
+    if len(causes) == 1 and " " not in next(iter(causes)) and not _CONSTRAINT_CLASH.search(stderr):
         return causes.pop()
     return None
 

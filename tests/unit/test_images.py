@@ -328,3 +328,13 @@ def test_a_ranged_dependency_without_wheels_is_missing_unless_a_constraint_clash
     clash = ("The conflict is caused by:\n    datasets 4.0.0 depends on fsspec<=2025.3.0\n"
              "    The user requested (constraint) fsspec==2025.9.0\n")
     assert _missing_distribution(clash) is None
+
+
+def test_a_clash_between_dependencies_is_not_taken_for_a_missing_wheel():
+    from gym_compose.engine.wheelhouse import _missing_distribution
+
+    # evalplus: google-generativeai's protobuf<5 against the runtime's google-api-core (protobuf>=6.33.5)
+    clash = ("The conflict is caused by:\n    google-generativeai 0.7.2 depends on protobuf\n"
+             "    google-ai-generativelanguage 0.6.6 depends on protobuf!=3.20.0, <5.0.0dev and >=3.19.5\n"
+             "    google-api-core 2.44.0 depends on protobuf<8.0.0 and >=6.33.5\n")
+    assert _missing_distribution(clash) is None
