@@ -34,6 +34,8 @@ _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _DEPENDS_ON = re.compile(r"^\s+(\S+) (\S+) depends on (.+)$", re.MULTILINE)
 # A requirement (or a dependency of one) that a constraint forbids:
 # "    The user requested (constraint) datasets==3.6.0"
+_RESOLUTION_IMPOSSIBLE = "ResolutionImpossible"
+_ALL = "*"  # in the released names: every constraint was dropped
 _CONSTRAINT_CLASH = re.compile(r"^\s+The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)", re.MULTILINE)
 
 
@@ -93,7 +95,10 @@ def ensure_wheelhouse(
         try:
             released = _download(requirements, constraints, staging, platform, find_links, release_clashes,
                                  cache_dir=cache_dir, progress=progress)
-            if released:
+            if _ALL in released:
+                progress("wheelhouse: these requirements clash with the runtime's pins beyond single packages; "
+                         "resolved by themselves (the packages whose versions differ shadow the runtime's)")
+            elif released:
                 progress(f"wheelhouse: the runtime's pins of {', '.join(sorted(released))} clash with these "
                          "requirements; their own versions are kept")
             progress(f"wheelhouse: {len(list(staging.glob('*.whl')))} wheels in {time.monotonic() - started:.1f} s")
@@ -142,6 +147,13 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
             (target / "constraints.txt").write_text(_without(constraints, released))
             continue
         missing = _missing_distribution(output)
+        if not missing and release_clashes and _RESOLUTION_IMPOSSIBLE in output and _ALL not in released:
+            # the clash runs through packages of the runtime the requirements do not pin (evalplus:
+            # google-ai-generativelanguage needs protobuf<5, the runtime's google-api-core
+            # protobuf>=6.33.5): resolve the requirements by themselves, as their own venv would
+            released |= {_ALL}
+            (target / "constraints.txt").write_text("")
+            continue
         if not missing:  # pip prints a conflict's causes on stdout, its verdict on stderr
             raise _pip_error("download wheels", output)
         if not _build_pure_python_wheel(missing, target, platform):

@@ -138,6 +138,7 @@ def test_wheelhouse_is_reused_from_the_cache_without_pip(tmp_path, monkeypatch):
     def fake_download(requirements, constraints, target, platform=None, find_links=(), release_clashes=False, **_):
         first_run.append(requirements)
         (target / "orjson-3.10.0-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"w")
+        return set()  # no constraint released
 
     monkeypatch.setattr(wheelhouse, "_download", fake_download)
     folder = wheelhouse.ensure_wheelhouse("orjson\n", tmp_path, progress=lambda line: None)

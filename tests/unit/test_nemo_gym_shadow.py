@@ -58,6 +58,29 @@ def test_released_constraints_are_dropped_one_conflict_at_a_time_and_reported(mo
     assert any("runtime's pins of datasets, fsspec clash" in line for line in lines)
 
 
+INDIRECT_CLASH = ("The conflict is caused by:\n    google-generativeai 0.7.2 depends on protobuf\n"
+                  "    google-ai-generativelanguage 0.6.6 depends on protobuf<5.0.0dev and >=3.19.5\n"
+                  "    google-api-core 2.44.0 depends on protobuf<8.0.0 and >=6.33.5\n"
+                  "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/...\n")
+
+
+def test_a_clash_through_packages_the_server_does_not_pin_resolves_the_requirements_by_themselves(
+        monkeypatch, tmp_path):
+    seen = _scripted_pip(monkeypatch, [(1, INDIRECT_CLASH), (0, "")])
+    lines: list[str] = []
+    wheelhouse.ensure_wheelhouse("evalplus==0.3.1\n", tmp_path, lines.append, constraints=RUNTIME_PINS,
+                                 release_clashes=True)
+    assert seen == [RUNTIME_PINS, ""]
+    assert any("resolved by themselves" in line for line in lines)
+
+
+def test_a_server_whose_requirements_conflict_among_themselves_still_fails(monkeypatch, tmp_path):
+    _scripted_pip(monkeypatch, [(1, INDIRECT_CLASH), (1, INDIRECT_CLASH)])
+    with pytest.raises(UserError, match="google-api-core 2.44.0 depends on protobuf"):
+        wheelhouse.ensure_wheelhouse("evalplus==0.3.1\n", tmp_path, lambda line: None, constraints=RUNTIME_PINS,
+                                     release_clashes=True)
+
+
 def test_without_release_a_clash_stays_an_error(monkeypatch, tmp_path):
     _scripted_pip(monkeypatch, [(1, CLASH)])
     with pytest.raises(UserError, match="could not download wheels"):
