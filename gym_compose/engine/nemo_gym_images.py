@@ -113,10 +113,11 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
         (context / "wheels").mkdir()
         shadow: dict[str, tuple[str, str]] = {}
         if requirements.strip() and offline:
-            runtime = ensure_wheelhouse(RUNTIME_REQUIREMENTS.read_text(), settings.cache_dir, progress,
-                                        platform=NEMO_GYM_PLATFORM)
+            runtime_requirements = RUNTIME_REQUIREMENTS.read_text()
+            runtime = ensure_wheelhouse(runtime_requirements, settings.cache_dir, progress, platform=NEMO_GYM_PLATFORM)
             own = ensure_wheelhouse(requirements, settings.cache_dir, progress, constraints=pinned_versions(runtime),
-                                    find_links=(runtime,), platform=NEMO_GYM_PLATFORM, release_clashes=True)
+                                    find_links=(runtime,), platform=NEMO_GYM_PLATFORM, release_clashes=True,
+                                    resolve_with=runtime_requirements)
             shadow = shadowing_pins(pinned_versions(own), pinned_versions(runtime))
             _link_wheels(own, context / "wheels")
         progress(f"building server image {tag} (NeMo Gym runtime){_describe_shadow(shadow)}")

@@ -65,6 +65,7 @@ def ensure_wheelhouse(
     platform: PythonPlatform = LEAN_PLATFORM,
     find_links: tuple[Path, ...] = (),
     release_clashes: bool = False,
+    resolve_with: str = "",
 ) -> Path:
     """A folder with wheels for `requirements` (and their dependencies) for the offline base.
 
@@ -73,13 +74,17 @@ def ensure_wheelhouse(
     math-verify's dependencies allow) is met from it instead of being unsatisfiable.
     `release_clashes`: a constraint pip reports as the cause of a conflict is dropped and the
     download retried, so the wheelhouse may hold other versions of constrained packages (a NeMo
-    Gym server's own pins, which shadow the runtime's: `server_requirements.shadowing_pins`)."""
+    Gym server's own pins, which shadow the runtime's: `server_requirements.shadowing_pins`).
+    When the clash runs through packages the requirements do not pin, they are resolved together
+    with `resolve_with` (the runtime's own requirements: nemo-gym) and no constraints, as NeMo Gym
+    resolves a server's venv; wheels the `find_links` folders hold already are then left out."""
     key = (
         ContentHash()
         .add_text("requirements", requirements)
         .add_text("constraints", constraints)
         .add_text("target", " ".join(target_options(platform)))
         .add_text("release-clashes", "yes" if release_clashes else "")
+        .add_text("resolve-with", resolve_with)
         .hexdigest()
     )
     wheelhouse = cache_dir / "wheels" / key
@@ -94,10 +99,11 @@ def ensure_wheelhouse(
         started = time.monotonic()
         try:
             released = _download(requirements, constraints, staging, platform, find_links, release_clashes,
-                                 cache_dir=cache_dir, progress=progress)
+                                 cache_dir=cache_dir, progress=progress, resolve_with=resolve_with)
             if _ALL in released:
                 progress("wheelhouse: these requirements clash with the runtime's pins beyond single packages; "
-                         "resolved by themselves (the packages whose versions differ shadow the runtime's)")
+                         "resolved together with the runtime's own requirements, unpinned (the packages whose "
+                         "versions differ shadow the runtime's)")
             elif released:
                 progress(f"wheelhouse: the runtime's pins of {', '.join(sorted(released))} clash with these "
                          "requirements; their own versions are kept")
@@ -122,7 +128,7 @@ def pinned_versions(wheelhouse: Path) -> str:
 
 def _download(requirements: str, constraints: str, target: Path, platform: PythonPlatform = LEAN_PLATFORM,
               find_links: tuple[Path, ...] = (), release_clashes: bool = False, *, cache_dir: Path | None = None,
-              progress: Callable[[str], None] = print) -> set[str]:
+              progress: Callable[[str], None] = print, resolve_with: str = "") -> set[str]:
     """Download into `target`; the names of the constraints released (see ensure_wheelhouse)."""
     (target / "requirements.txt").write_text(requirements)
     (target / "constraints.txt").write_text(constraints)
@@ -139,6 +145,8 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
         if completed.returncode == 0:
             (target / "requirements.txt").unlink()
             (target / "constraints.txt").unlink()
+            if _ALL in released:
+                _drop_shared_wheels(target, find_links)
             return released
         output = completed.stdout + completed.stderr
         clashes = {canonical_name(name) for name in _CONSTRAINT_CLASH.findall(output)} - released
@@ -150,8 +158,9 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
         if not missing and release_clashes and _RESOLUTION_IMPOSSIBLE in output and _ALL not in released:
             # the clash runs through packages of the runtime the requirements do not pin (evalplus:
             # google-ai-generativelanguage needs protobuf<5, the runtime's google-api-core
-            # protobuf>=6.33.5): resolve the requirements by themselves, as their own venv would
+            # protobuf>=6.33.5): resolve them with the runtime's own requirements, as NeMo Gym does
             released |= {_ALL}
+            (target / "requirements.txt").write_text(requirements + resolve_with)
             (target / "constraints.txt").write_text("")
             continue
         if not missing:  # pip prints a conflict's causes on stdout, its verdict on stderr
@@ -166,6 +175,13 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
             if native_platform not in command:
                 command += ["--platform", native_platform]
     raise UserError(f"Too many packages without wheels, or clashing with the constraints, in:\n{requirements}")
+
+
+def _drop_shared_wheels(target: Path, find_links: tuple[Path, ...]) -> None:
+    shared = {wheel.name for folder in find_links for wheel in folder.glob("*.whl")}
+    for wheel in target.glob("*.whl"):
+        if wheel.name in shared:
+            wheel.unlink()
 
 
 def _without(constraints: str, names: set[str]) -> str:

@@ -64,14 +64,33 @@ INDIRECT_CLASH = ("The conflict is caused by:\n    google-generativeai 0.7.2 dep
                   "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/...\n")
 
 
-def test_a_clash_through_packages_the_server_does_not_pin_resolves_the_requirements_by_themselves(
+def test_a_clash_through_packages_the_server_does_not_pin_is_resolved_with_nemo_gym_unpinned(
         monkeypatch, tmp_path):
-    seen = _scripted_pip(monkeypatch, [(1, INDIRECT_CLASH), (0, "")])
+    runtime = tmp_path / "runtime-wheels"
+    runtime.mkdir()
+    (runtime / "numpy-2.3.1-py3-none-any.whl").write_bytes(b"")
+    requested: list[str] = []
+
+    def pip(command):
+        requested.append(Path(command[command.index("-r") + 1]).read_text())
+        constraints = Path(command[command.index("-c") + 1]).read_text()
+        if constraints:
+            return subprocess.CompletedProcess(command, 1, "", INDIRECT_CLASH)
+        dest = Path(command[command.index("--dest") + 1])
+        for wheel in ("numpy-2.3.1", "protobuf-5.29.6", "evalplus-0.3.1"):
+            (dest / f"{wheel}-py3-none-any.whl").write_bytes(b"")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(wheelhouse, "_run_pip", pip)
     lines: list[str] = []
-    wheelhouse.ensure_wheelhouse("evalplus==0.3.1\n", tmp_path, lines.append, constraints=RUNTIME_PINS,
-                                 release_clashes=True)
-    assert seen == [RUNTIME_PINS, ""]
-    assert any("resolved by themselves" in line for line in lines)
+    folder = wheelhouse.ensure_wheelhouse("evalplus==0.3.1\n", tmp_path / "cache", lines.append,
+                                          constraints=RUNTIME_PINS, find_links=(runtime,), release_clashes=True,
+                                          resolve_with="nemo-gym==0.7.0\n")
+    assert requested == ["evalplus==0.3.1\n", "evalplus==0.3.1\nnemo-gym==0.7.0\n"]
+    # the runtime's own wheels are left out: the image has them installed
+    assert sorted(wheel.name for wheel in folder.glob("*.whl")) == ["evalplus-0.3.1-py3-none-any.whl",
+                                                                      "protobuf-5.29.6-py3-none-any.whl"]
+    assert any("resolved together with the runtime's own requirements" in line for line in lines)
 
 
 def test_a_server_whose_requirements_conflict_among_themselves_still_fails(monkeypatch, tmp_path):
@@ -109,9 +128,9 @@ def _wheelhouses(monkeypatch, tmp_path, own_wheels):
     requests: list[dict] = []
 
     def fake_wheelhouse(requirements, cache_dir, progress, constraints="", find_links=(), platform=None,
-                        release_clashes=False):
+                        release_clashes=False, resolve_with=""):
         requests.append({"requirements": requirements, "constraints": constraints,
-                         "release_clashes": release_clashes})
+                         "release_clashes": release_clashes, "resolve_with": resolve_with})
         folder = tmp_path / f"wheels-{len(requests)}"
         folder.mkdir()
         for wheel in (["datasets-3.6.0", "fsspec-2025.9.0", "numpy-2.3.1"] if len(requests) == 1 else own_wheels):
@@ -152,6 +171,7 @@ def test_clashing_pins_go_to_the_shadow_layer_and_the_build_says_which(engine, m
 
     own = requests[-1]
     assert own["requirements"] == "datasets==4.0.0\n" and own["release_clashes"]
+    assert own["resolve_with"] == nemo_gym_images.RUNTIME_REQUIREMENTS.read_text()
     assert "datasets==3.6.0" in own["constraints"]
     assert shadow_files == ["datasets==4.0.0\nfsspec==2025.3.0\n"]
     (build,) = engine.builds
