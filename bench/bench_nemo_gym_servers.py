@@ -55,6 +55,9 @@ FETCHES_AT_START_UP = {
                     "tensorflow and its requirements-eval.txt from GitHub; setup_bcb_venv.py)",
     "bird_sql": "internet at run time: downloads the BIRD dev databases (bird-bench.oss-cn-beijing.aliyuncs.com) "
                 "at start-up (setup_bird_sql.py)",
+    "evalplus": "internet at run time: evalplus.data downloads the HumanEval+/MBPP+ release files "
+                "(github.com/evalplus/<name>_release/releases) at start-up (its image builds, protobuf 5.29.6 "
+                "and google-api-core 2.33.0 in the shadow layer)",
     "ether0": "internet at run time: git-clones github.com/Future-House/ether0 at import of app.py "
               "(setup_ether0.py; its image builds, Pillow==12.3.0 in the shadow layer)",
     "interactive_browser": "internet at build time: a Chromium build that `playwright install` downloads "
