@@ -78,15 +78,15 @@ def ensure_wheelhouse(
     When the clash runs through packages the requirements do not pin, they are resolved together
     with `resolve_with` (the runtime's own requirements: nemo-gym) and no constraints, as NeMo Gym
     resolves a server's venv; wheels the `find_links` folders hold already are then left out."""
-    key = (
+    digest = (
         ContentHash()
         .add_text("requirements", requirements)
         .add_text("constraints", constraints)
         .add_text("target", " ".join(target_options(platform)))
-        .add_text("release-clashes", "yes" if release_clashes else "")
-        .add_text("resolve-with", resolve_with)
-        .hexdigest()
     )
+    if release_clashes:  # only then: the keys of every other wheelhouse stay as they were
+        digest.add_text("release-clashes", "yes").add_text("resolve-with", resolve_with)
+    key = digest.hexdigest()
     wheelhouse = cache_dir / "wheels" / key
     if (wheelhouse / _COMPLETE_MARKER).exists():
         return wheelhouse
