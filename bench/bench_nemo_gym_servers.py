@@ -19,9 +19,11 @@ The mock model cannot solve tasks, so rewards say little; `ok` counts rollouts t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -274,16 +276,13 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
         result["note"] = f"rows re-routed with {extra[0]}" if extra else None
         project = f"ngsweep-{index}-{re.sub('[^a-z0-9]+', '-', name.lower())}"[:60].strip("-")
         started = time.monotonic()
+        returncode = None
         try:
-            done = subprocess.run([*CLI, "up", "-p", project, "--search-dir", str(tree), "--resources-server", chosen,
-                                   "--input", str(rows), "--head-port", str(12000 + index % 4000), *extra],
-                                  cwd=cwd, capture_output=True, text=True, timeout=timeout)
-            output = done.stdout + done.stderr
-        except subprocess.TimeoutExpired as expired:
-            # TimeoutExpired carries bytes even when the run asked for text
-            output = "".join(part.decode("utf-8", "replace") if isinstance(part, bytes) else part or ""
-                             for part in (expired.stdout, expired.stderr))
-            result["error"] = f"timed out after {timeout:.0f} s"
+            returncode, output = run_bounded([*CLI, "up", "-p", project, "--search-dir", str(tree),
+                                              "--resources-server", chosen, "--input", str(rows),
+                                              "--head-port", str(12000 + index % 4000), *extra], cwd, timeout)
+            if returncode is None:
+                result["error"] = f"timed out after {timeout:.0f} s"
         finally:
             subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"],
                            capture_output=True, timeout=300)
@@ -310,9 +309,30 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
                 message = first.get("_ng_failure_message") or first.get("error") or first
                 body = first.get("_ng_failure_response_body") or ""
                 result["error"] = result["error"] or f"{message} {body}".strip()[:300]
-        if not result["error"] and (done.returncode != 0 or run_dir is None):
+        if not result["error"] and (returncode != 0 or run_dir is None):
             result["error"] = last_line(output)
     return result
+
+
+def run_bounded(command: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:
+    """(exit status, or None when it ran past `timeout`; stdout + stderr). The command runs in its own
+    process group, all of which is stopped at the timeout: killing `up` alone left its `docker build`
+    running on, orphaned, building what the next server's `up` then built a second time."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+        return None, output
 
 
 def run_folder(cwd: Path, output: str) -> Path | None:

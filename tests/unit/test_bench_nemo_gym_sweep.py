@@ -71,3 +71,17 @@ def test_tabled_exclusions_give_their_reason_before_anything_runs(tmp_path):
         folder.mkdir()
         why = sweep.exclusion(folder, config)
         assert why and word in why, (name, why)
+
+
+def test_a_run_past_its_timeout_is_stopped_with_its_children(tmp_path):
+    # `up` starts `docker build`; the sweep once killed `up` alone and the build ran on, orphaned
+    script = f"sleep 30 & echo $! > {tmp_path}/child; echo started; wait"
+    returncode, output = sweep.run_bounded(["sh", "-c", script], tmp_path, timeout=2)
+    assert returncode is None
+    assert "started" in output
+    child = int((tmp_path / "child").read_text())
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_a_run_within_its_timeout_gives_its_status_and_output(tmp_path):
+    assert sweep.run_bounded(["sh", "-c", "echo out; echo err >&2; exit 3"], tmp_path, timeout=30) == (3, "out\nerr\n")
