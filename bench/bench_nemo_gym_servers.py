@@ -77,6 +77,8 @@ NEEDS_CREDENTIALS = {
 NEEDS_DATA = {
     "scicode": "SciCode's test_data.h5 staged and test_data_fpath set (null in scicode.yaml; verify raises "
                "\"test_data_fpath is not configured\", so every rollout fails)",
+    "wordle": "data/guesses.txt, which the package lacks: generate_data.py makes it from word lists it downloads "
+              "from GitHub (ENABLE, SCOWL); /reset answers 500 FileNotFoundError without it",
 }
 # Servers whose own requirements pull a GPU stack transitively (the GPU_REQUIREMENT rule reads only
 # their direct lines): found from `pip install --dry-run --report` of their requirements.
