@@ -135,7 +135,7 @@ def refuse_if_running(project_name: str, target: str = "compose") -> None:
         from gym_compose.engine.swarm import require_swarm
 
         require_swarm()
-    running = project_states(ComposeProject(project_name))
+    running = ComposeProject(project_name).quick_states()  # one `docker ps`, not `compose ps`
     if running or (target == "swarm" and deployed_stack(project_name, target).ps()):
         raise UserError(
             f"project {project_name!r} is already running",
@@ -154,7 +154,7 @@ def start_servers(stack: Stack, deployed: DeployedStack) -> None:
             ensure_volume(volume, f"{CACHE_LABEL}=model")
         deployed.up(wait_timeout_seconds(stack), services=names)
         say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
-        print_services(deployed.ps())
+        print_services(deployed.quick_states() if isinstance(deployed, ComposeProject) else deployed.ps())
     except BaseException:
         down_quietly(deployed)
         raise
