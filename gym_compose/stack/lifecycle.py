@@ -6,6 +6,7 @@ target (`engine.compose`); everything after rendering goes through `engine.targe
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,11 +193,12 @@ def down_command(project_name: str) -> None:
         say(f"project {project_name!r} had nothing to remove")
 
 
-def down_all_command() -> None:
-    """The reaper: every project that has a container labelled by gym-compose, whatever its name."""
-    names = labelled_projects()
+def down_all_command(match: str | None = None) -> None:
+    """The reaper: every project that has a container labelled by gym-compose, whatever its name
+    (or only those whose name matches the glob `match`)."""
+    names = [name for name in labelled_projects() if match is None or fnmatch.fnmatchcase(name, match)]
     if not names:
-        say("no gym-compose project on this engine")
+        say("no gym-compose project on this engine" + (f" matches {match!r}" if match else ""))
     failed = []
     for name in names:
         try:
