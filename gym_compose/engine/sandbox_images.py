@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.build_context import ensure_built, image_exists, image_name
 from gym_compose.engine.image_build import build_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
 from gym_compose.engine.image_settings import ImageSettings
-from gym_compose.engine.images import DOCKER_DIR, _build_context, ensure_server_image, image_exists, image_name
+from gym_compose.engine.images import DOCKER_DIR, ensure_server_image
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
 
@@ -61,20 +61,12 @@ def require_image(image: str, where: str) -> str:
 
 def _ensure(tag: str, settings: ImageSettings, progress: Progress, *, build_args: dict[str, str],
             dockerfile: str | None = None, folder: Path | None = None) -> str:
-    if image_exists(tag):
-        progress(f"sandbox image {tag} is up to date")
-        return tag
-    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"):
-        if image_exists(tag):
-            return tag
-        progress(f"building sandbox image {tag}")
-        if folder is not None:
-            build_image(folder, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
-            return tag
-        with _build_context(settings) as context:
+    def build(context: Path) -> None:
+        if folder is None:
             (context / "Dockerfile").write_text(dockerfile or "")
-            build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
-    return tag
+        build_image(folder or context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
+
+    return ensure_built(tag, settings, progress, "sandbox image", build)
 
 
 def ensure_stack_sandbox_images(plan, base_tag: str, progress: Progress = print) -> dict[str, str]:
