@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.image_build import BUILD_TIMEOUT_S
+from gym_compose.engine.image_build import BUILD_TIMEOUT_S, inspect_image
 from gym_compose.errors import UserError
 
 STAGING = "/tmp/gym-compose-build"  # where the folder lands in the container; the script removes it
@@ -45,6 +45,8 @@ def commit_image(parent: str, tag: str, *, copies: Sequence[tuple[Path, str]], c
         progress(f"{head}{text} ({time.monotonic() - began:.1f} s)")
 
     started = time.monotonic()
+    if script and not any(change.split()[0].upper() == "USER" for change in changes):
+        changes = [*changes, f"USER {_user_of(parent)}"]  # the script ran as root; the image keeps the parent's
     try:
         create = ["create", "--name", name]
         if script:
@@ -75,3 +77,10 @@ def commit_image(parent: str, tag: str, *, copies: Sequence[tuple[Path, str]], c
     finally:
         docker_cli.run_docker(["rm", "--force", name], timeout=SHORT_TIMEOUT_S, check=False)
     progress(f"built {tag} in {time.monotonic() - started:.1f} s")
+
+
+def _user_of(image: str) -> str:
+    found = inspect_image(image)
+    if found is None:
+        raise UserError(f"Image {image} does not exist.")
+    return (found.get("Config") or {}).get("User") or "root"

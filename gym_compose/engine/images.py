@@ -56,7 +56,8 @@ PULL_TIMEOUT_S = 900
 OFFLINE_PIP_OPTIONS = "--no-index"
 # A server image with no requirements: the base plus the folder's files, made by copying them into
 # a container of the base and committing it with the server label (no Dockerfile, one commit).
-# This text stands for that recipe in the image's hash.
+# This text stands for that recipe in the image's hash; with requirements, the script's text does.
+SERVER_REQUIREMENTS_SCRIPT = DOCKER_DIR / "server-requirements.sh"
 PLAIN_SERVER_RECIPE = f"copy server/ to {SERVER_DIR}/; LABEL {IMAGE_LABEL}=server {IMAGE_LABEL}.base=<base>"
 
 
@@ -193,7 +194,7 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
     requirements = server_requirements(implementation_dir)
     native = native_requirements(implementation_dir)
     dockerfile = (DOCKER_DIR / "server-native.Dockerfile").read_text() if native else \
-        server_dockerfile(has_requirements=True) if requirements else PLAIN_SERVER_RECIPE
+        SERVER_REQUIREMENTS_SCRIPT.read_text() if requirements else PLAIN_SERVER_RECIPE
     offline = is_offline_base(base_tag, settings)
     digest = (
         ContentHash()
@@ -209,10 +210,9 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
     tag = f"{settings.image_prefix}/{name}:{digest.hexdigest()}"
 
     def build(context: Path) -> None:
-        if dockerfile == PLAIN_SERVER_RECIPE:  # only files: no Dockerfile steps, one commit
-            copy_files(implementation_dir, files, context / "server")
-            commit_image(base_tag, tag, copies=[(context / "server", SERVER_DIR)], changes=_server_changes(base_tag),
-                         progress=progress, verbose=settings.verbose)
+        if not native:  # no Dockerfile: the files (and the requirements' install) in one container, one commit
+            _committed_server(context, tag, base_tag, implementation_dir, files, requirements, offline, settings,
+                              progress)
             return
         (context / "wheels").mkdir()
         build_args = {"BASE_IMAGE": base_tag, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""}
@@ -318,15 +318,28 @@ def image_size(tag: str) -> int:
     return int(image["Size"])
 
 
-def server_dockerfile(has_requirements: bool) -> str:
-    """The Dockerfile of a server image with requirements; one without is PLAIN_SERVER_RECIPE."""
-    if not has_requirements:
-        return PLAIN_SERVER_RECIPE
-    return (DOCKER_DIR / "server-requirements.Dockerfile").read_text()
-
-
-def _server_changes(base_tag: str) -> list[str]:
-    return [f"LABEL {IMAGE_LABEL}=server {IMAGE_LABEL}.base={base_tag}"]
+def _committed_server(context: Path, tag: str, base_tag: str, implementation_dir: Path, files: list[Path],
+                      requirements: str, offline: bool, settings: ImageSettings, progress: Progress) -> None:
+    """A server image without compiled packages: its files copied to /srv/server of a container of
+    the base, its requirements (if any) installed there by server-requirements.sh, committed."""
+    copy_files(implementation_dir, files, context / "server")
+    copies = [(context / "server", SERVER_DIR)]
+    script: tuple[str, ...] = ()
+    if requirements:
+        staging = context / "staging"
+        (staging / "wheels").mkdir(parents=True)
+        if offline:
+            runtime = ensure_wheelhouse(_read_runtime_requirements(), settings.cache_dir, progress)
+            own = ensure_wheelhouse(requirements, settings.cache_dir, progress, constraints=pinned_versions(runtime),
+                                    find_links=(runtime,))
+            link_wheels(own, staging / "wheels")
+        (staging / "requirements.txt").write_text(requirements)
+        (staging / SERVER_REQUIREMENTS_SCRIPT.name).write_text(SERVER_REQUIREMENTS_SCRIPT.read_text())
+        copies.append((staging, STAGING))
+        script = ("sh", f"{STAGING}/{SERVER_REQUIREMENTS_SCRIPT.name}", OFFLINE_PIP_OPTIONS if offline else "")
+    commit_image(base_tag, tag, copies=copies, script=script,
+                 changes=[f"LABEL {IMAGE_LABEL}=server {IMAGE_LABEL}.base={base_tag}"],
+                 progress=progress, verbose=settings.verbose)
 
 
 def is_offline_base(base_tag: str, settings: ImageSettings) -> bool:

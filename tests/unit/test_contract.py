@@ -50,7 +50,7 @@ def test_dockerfiles_spell_the_contracts_user_paths_and_variables():
     assert f"WORKDIR {contract.SERVER_DIR}" in changes
     assert f"{contract.SERVER_DIR_ENV}={contract.SERVER_DIR}" in changes
     assert f'cp -R "$build/gym_compose" {contract.RUNTIME_ROOT}/' in runtime
-    for name in ("server-requirements.Dockerfile", "server-native.Dockerfile"):
+    for name in ("server-native.Dockerfile",):
         text = (REPO / "docker" / name).read_text()
         assert f"COPY server/ {contract.SERVER_DIR}/" in text, name
         users = re.findall(r"^USER (\S+)", text, re.MULTILINE)

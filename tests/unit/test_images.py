@@ -27,9 +27,10 @@ class FakeEngine:
         self.containers: dict[str, dict] = {}
         self._ids = 0
 
-    def add(self, tag: str, labels: dict | None = None) -> None:
+    def add(self, tag: str, labels: dict | None = None, user: str = "") -> None:
         self._ids += 1
-        self.images[tag] = {"Id": f"sha256:{self._ids:064x}", "Size": 1000 * self._ids, "Config": {"Labels": labels}}
+        self.images[tag] = {"Id": f"sha256:{self._ids:064x}", "Size": 1000 * self._ids,
+                            "Config": {"Labels": labels, "User": user}}
 
     def commands(self, name: str) -> list[list[str]]:
         return [call for call in self.calls if call[0] == name]
@@ -81,12 +82,14 @@ class FakeEngine:
             name, tag = args[-2:]
             changes = [value for flag, value in zip(args, args[1:]) if flag == "--change"]
             self.commits.append({"tag": tag, **self.containers[name], "changes": changes})
-            labels = dict((self.images.get(self.containers[name]["parent"]) or {}).get("Config", {}).get("Labels")
-                          or {})
+            parent = (self.images.get(self.containers[name]["parent"]) or {}).get("Config", {})
+            labels, user = dict(parent.get("Labels") or {}), parent.get("User", "")
             for change in changes:
                 if change.startswith("LABEL "):
                     labels.update(pair.split("=", 1) for pair in change.split()[1:])
-            self.add(tag, labels)
+                if change.startswith("USER "):
+                    user = change.split()[1]
+            self.add(tag, labels, user)
         return DockerResult(tuple(args), 0, "", "")
 
     def _record_build(self, args, on_line):
@@ -313,6 +316,7 @@ def test_server_image_copies_files_without_tests_or_caches(engine, runtime_requi
     assert "/srv/server/app.py" in commit["files"] and "/srv/server/data/rows.jsonl" in commit["files"]
     assert not any("tests" in name or "__pycache__" in name for name in commit["files"])
     assert commit["changes"] == [f"LABEL io.gym-compose.image=server io.gym-compose.image.base={base}"]
+    assert images.inspect_image(tag)["Config"]["User"] == "10001:10001"  # the base's, as nothing ran
 
 
 def test_server_tag_ignores_tests_and_caches_but_follows_files_and_base(engine, runtime_requirements, tmp_path):
@@ -339,10 +343,13 @@ def test_offline_server_requirements_come_from_a_host_wheelhouse_pinned_to_the_r
     folder = make_implementation(tmp_path, requirements="nemo-gym[dev] @ ../../\n# pinned\nsympy==1.13\n")
     images.ensure_server_image(folder, base, progress=lambda line: None)
 
-    build = engine.builds[-1]
-    assert build["args"]["PIP_INSTALL_OPTIONS"] == "--no-index"
-    assert build["dockerfile"] == images.server_dockerfile(has_requirements=True)
-    assert any(name.startswith("wheels/") for name in build["files"])
+    assert engine.builds == []  # one container: the files, then server-requirements.sh; committed
+    commit = engine.commits[-1]
+    assert commit["parent"] == base
+    assert commit["command"] == ["sh", "/tmp/gym-compose-build/server-requirements.sh", "--no-index"]
+    assert "/tmp/gym-compose-build/wheels/fastapi-0.110.0-py3-none-any.whl" in commit["files"]
+    assert "/tmp/gym-compose-build/requirements.txt" in commit["files"] and "/srv/server/app.py" in commit["files"]
+    assert "USER 10001:10001" in commit["changes"]  # the script ran as root; the image runs as the base's user
     requirements, constraints = engine.wheelhouse_requests[-1]
     assert requirements == "sympy==1.13\n"
     assert "fastapi==0.110.0" in constraints
