@@ -57,7 +57,8 @@ def commit_image(parent: str, tag: str, *, copies: Sequence[tuple[Path, str]], c
         for folder, target in copies:
             step = time.monotonic()
             docker_cli.run_docker(["cp", f"{folder}/.", f"{name}:{target}"], timeout=COPY_TIMEOUT_S)
-            timed(f"copy {folder.name}/ to {target}", step)
+            count = sum(1 for path in folder.rglob("*") if not path.is_dir())
+            timed(f"copy {count} files to {target}", step)
         if script:
             step = time.monotonic()
             result = docker_cli.run_docker(["start", "--attach", name], timeout=BUILD_TIMEOUT_S, check=False,
