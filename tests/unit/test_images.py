@@ -445,3 +445,11 @@ def test_a_failing_build_script_names_its_last_lines_and_leaves_no_container(eng
     assert created == removed and engine.commits == []
     assert committed_image.STAGING == "/tmp/gym-compose-build"  # where base-venv.sh looks
     assert f"build={committed_image.STAGING}" in (images.DOCKER_DIR / "base-venv.sh").read_text()
+
+
+def test_without_a_registry_a_saved_offline_base_is_loaded_before_any_pull(engine, runtime_requirements):
+    engine.pull_works = False
+    tag = images.ensure_base_image(progress=lambda line: None)
+    engine.images.clear()
+    assert images.ensure_base_image(progress=lambda line: None) == tag
+    assert len(engine.commands("pull")) == 1 and len(engine.commands("load")) == 1  # the first call's pull only
