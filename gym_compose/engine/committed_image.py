@@ -10,6 +10,7 @@ it again, so it leaves nothing in the layer.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections import deque
@@ -45,8 +46,8 @@ def commit_image(parent: str, tag: str, *, copies: Sequence[tuple[Path, str]], c
         progress(f"{head}{text} ({time.monotonic() - began:.1f} s)")
 
     started = time.monotonic()
-    if script and not any(change.split()[0].upper() == "USER" for change in changes):
-        changes = [*changes, f"USER {_user_of(parent)}"]  # the script ran as root; the image keeps the parent's
+    if script:  # the container ran the script as root: the image keeps the parent's user and command
+        changes = [*changes, *_parent_defaults(parent, {change.split()[0].upper() for change in changes})]
     try:
         create = ["create", "--name", name]
         if script:
@@ -80,8 +81,14 @@ def commit_image(parent: str, tag: str, *, copies: Sequence[tuple[Path, str]], c
     progress(f"built {tag} in {time.monotonic() - started:.1f} s")
 
 
-def _user_of(image: str) -> str:
+def _parent_defaults(image: str, changed: set[str]) -> list[str]:
+    """USER and CMD changes that put back the parent's (a commit takes the container's: root and the
+    script). A parent without a command has none to put back (`CMD []` does not clear one)."""
     found = inspect_image(image)
     if found is None:
         raise UserError(f"Image {image} does not exist.")
-    return (found.get("Config") or {}).get("User") or "root"
+    config = found.get("Config") or {}
+    defaults = {"USER": config.get("User") or "root"}
+    if config.get("Cmd"):
+        defaults["CMD"] = json.dumps(config["Cmd"])
+    return [f"{name} {value}" for name, value in defaults.items() if name not in changed]

@@ -27,10 +27,10 @@ class FakeEngine:
         self.containers: dict[str, dict] = {}
         self._ids = 0
 
-    def add(self, tag: str, labels: dict | None = None, user: str = "") -> None:
+    def add(self, tag: str, labels: dict | None = None, user: str = "", cmd: list[str] | None = None) -> None:
         self._ids += 1
         self.images[tag] = {"Id": f"sha256:{self._ids:064x}", "Size": 1000 * self._ids,
-                            "Config": {"Labels": labels, "User": user}}
+                            "Config": {"Labels": labels, "User": user, "Cmd": cmd or ["python3"]}}
 
     def commands(self, name: str) -> list[list[str]]:
         return [call for call in self.calls if call[0] == name]
@@ -84,12 +84,15 @@ class FakeEngine:
             self.commits.append({"tag": tag, **self.containers[name], "changes": changes})
             parent = (self.images.get(self.containers[name]["parent"]) or {}).get("Config", {})
             labels, user = dict(parent.get("Labels") or {}), parent.get("User", "")
+            cmd = self.containers[name]["command"] or parent.get("Cmd")  # as docker commit: the container's
             for change in changes:
                 if change.startswith("LABEL "):
                     labels.update(pair.split("=", 1) for pair in change.split()[1:])
                 if change.startswith("USER "):
                     user = change.split()[1]
-            self.add(tag, labels, user)
+                if change.startswith("CMD "):
+                    cmd = json.loads(change[4:])
+            self.add(tag, labels, user, cmd)
         return DockerResult(tuple(args), 0, "", "")
 
     def _record_build(self, args, on_line):
@@ -246,6 +249,8 @@ def test_base_commit_sets_user_workdir_command_and_venv(engine, runtime_requirem
     (env,) = [change for change in changes if change.startswith("ENV ")]
     assert "PYTHONUNBUFFERED=1" in env.split() and "ENV PATH=/opt/venv/bin:" in env
     assert any(f"{images.IMAGE_LABEL}.parent=python:3.11-slim" in change for change in changes)  # read back
+    venv_config = images.inspect_image(engine.commits[0]["tag"])["Config"]
+    assert venv_config["Cmd"] == ["python3"] and venv_config["User"] == "root"  # the parent's, not the script
 
 
 def test_an_edit_to_the_runtime_package_rebuilds_only_the_runtime_half(engine, runtime_requirements, monkeypatch):
@@ -350,6 +355,8 @@ def test_offline_server_requirements_come_from_a_host_wheelhouse_pinned_to_the_r
     assert "/tmp/gym-compose-build/wheels/fastapi-0.110.0-py3-none-any.whl" in commit["files"]
     assert "/tmp/gym-compose-build/requirements.txt" in commit["files"] and "/srv/server/app.py" in commit["files"]
     assert "USER 10001:10001" in commit["changes"]  # the script ran as root; the image runs as the base's user
+    config = images.inspect_image(commit["tag"])["Config"]
+    assert config["Cmd"] == ["python", "-m", "gym_compose.server"]  # the base's, not the script
     requirements, constraints = engine.wheelhouse_requests[-1]
     assert requirements == "sympy==1.13\n"
     assert "fastapi==0.110.0" in constraints
