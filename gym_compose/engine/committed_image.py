@@ -81,6 +81,16 @@ def commit_image(parent: str, tag: str, *, copies: Sequence[tuple[Path, str]], c
     progress(f"built {tag} in {time.monotonic() - started:.1f} s")
 
 
+def read_changes(path: Path, **values: str) -> list[str]:
+    """The `--change` lines of a `.changes` file (comments and blank lines dropped), with each
+    `${NAME}` replaced by values[NAME]."""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    changes = [line for line in lines if line and not line.startswith("#")]
+    for name, value in values.items():
+        changes = [change.replace("${" + name + "}", value) for change in changes]
+    return changes
+
+
 def _parent_defaults(image: str, changed: set[str]) -> list[str]:
     """USER and CMD changes that put back the parent's (a commit takes the container's: root and the
     script). A parent without a command has none to put back (`CMD []` does not clear one)."""

@@ -24,7 +24,7 @@ from gym_compose.engine.build_context import (
     link_file,
     link_wheels,
 )
-from gym_compose.engine.committed_image import STAGING, commit_image
+from gym_compose.engine.committed_image import STAGING, commit_image, read_changes
 from gym_compose.engine.debian_base import debian_python_tag, ensure_debian_build_image, ensure_debian_python_image
 from gym_compose.engine.image_build import build_image, inspect_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
@@ -126,9 +126,6 @@ class BaseInputs:
         )
         return f"{prefix}/base:{digest}"
 
-    def commit_changes(self, parent_image: str, prefix: str) -> list[str]:
-        lines = [line.strip() for line in self.changes.splitlines() if line.strip() and not line.startswith("#")]
-        return [line.replace("${PARENT_IMAGE}", parent_image).replace("${IMAGE_PREFIX}", prefix) for line in lines]
 
 
 def ensure_base_image(progress: Progress = print) -> str:
@@ -153,7 +150,7 @@ def ensure_base_image(progress: Progress = print) -> str:
         (context / "base-runtime.sh").write_text(inputs.runtime_script)
         copy_files(PACKAGE_DIR, inputs.sources, context / "gym_compose")
         commit_image(venv, tag, copies=[(context, STAGING)], script=("sh", f"{STAGING}/base-runtime.sh"),
-                     changes=inputs.commit_changes(parent.image, settings.image_prefix),
+                     changes=read_changes(BASE_CHANGES, PARENT_IMAGE=parent.image, IMAGE_PREFIX=settings.image_prefix),
                      progress=progress, verbose=settings.verbose)
 
     return ensure_built(tag, settings, progress, "base image", build, note=parent.reason, saved=True)

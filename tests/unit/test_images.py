@@ -460,3 +460,17 @@ def test_without_a_registry_a_saved_offline_base_is_loaded_before_any_pull(engin
     engine.images.clear()
     assert images.ensure_base_image(progress=lambda line: None) == tag
     assert len(engine.commands("pull")) == 1 and len(engine.commands("load")) == 1  # the first call's pull only
+
+
+def test_the_default_sandbox_image_is_one_committed_container_with_its_user_and_workdir(engine, runtime_requirements):
+    from gym_compose.engine.sandbox_images import ensure_default_sandbox_image
+
+    base = images.ensure_base_image(progress=lambda line: None)
+    tag = ensure_default_sandbox_image(base, progress=lambda line: None)
+    assert engine.builds == []
+    commit = engine.commits[-1]
+    assert commit["tag"] == tag and commit["parent"] == base
+    assert commit["command"] == ["sh", "/tmp/gym-compose-build/sandbox.sh"]
+    assert commit["changes"] == ["ENV HOME=/work", "USER 10002:10002", "WORKDIR /work", 'CMD ["/bin/sh"]',
+                                 f"LABEL io.gym-compose.image=sandbox io.gym-compose.image.base={base}"]
+    assert ensure_default_sandbox_image(base, progress=lambda line: None) == tag and len(engine.commits) == 3
