@@ -21,7 +21,8 @@ def ensure_built(tag: str, settings: ImageSettings, progress: Callable[[str], No
                  build: Callable[[Path], None], note: str = "", saved: bool = False) -> str:
     """`tag` when the engine has it, else `build(context)` makes it: under a lock on the tag (two
     processes never build the same image), in a fresh build folder. `saved`: the image is also
-    kept on the host (saved_images), and loaded from there rather than built when it is there.
+    kept on the host (saved_images; written in the background), and loaded from there rather than
+    built when it is there.
     `what` and `note` word the progress lines ("base image", "offline bootstrap")."""
     suffix = f" ({note})" if note else ""
     if image_exists(tag):
@@ -34,7 +35,7 @@ def ensure_built(tag: str, settings: ImageSettings, progress: Callable[[str], No
         with BuildContext(settings) as context:
             build(context)
         if saved:
-            saved_images.save(settings, tag, progress)
+            saved_images.save_soon(settings, tag, progress)
     return tag
 
 

@@ -7,6 +7,7 @@ Only the newest few archives are kept (`KEEP`), each the whole image with its pa
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from gym_compose.engine.image_settings import ImageSettings
 
 KEEP = 3
 SAVE_TIMEOUT_S = 600
+_pending: list[threading.Thread] = []
 
 
 def archive_path(settings: ImageSettings, tag: str) -> Path:
@@ -40,6 +42,20 @@ def load_saved(settings: ImageSettings, tag: str, progress: Callable[[str], None
     archive.touch()  # the newest use decides what is kept
     progress(f"loaded {tag} from {archive} in {time.monotonic() - started:.1f} s")
     return True
+
+
+def save_soon(settings: ImageSettings, tag: str, progress: Callable[[str], None]) -> None:
+    """save() in a thread of its own, so that what comes next (server images, `compose up`) does
+    not wait for it. The thread is not a daemon: the process waits for it before it exits (or
+    call wait_for_saves()); an archive appears only when complete."""
+    thread = threading.Thread(target=save, args=(settings, tag, progress), name=f"save {tag}")
+    thread.start()
+    _pending.append(thread)
+
+
+def wait_for_saves() -> None:
+    while _pending:
+        _pending.pop().join()
 
 
 def save(settings: ImageSettings, tag: str, progress: Callable[[str], None]) -> None:

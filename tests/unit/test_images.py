@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.engine import debian_base, docker_cli, images
+from gym_compose.engine import debian_base, docker_cli, images, saved_images
 from gym_compose.engine.docker_cli import DockerResult
 from gym_compose.errors import UserError
 
@@ -132,7 +132,8 @@ def engine(monkeypatch, tmp_path):
 
     monkeypatch.setattr(debian_base, "_make_rootfs", fake_rootfs)
     monkeypatch.setattr(images, "ensure_wheelhouse", fake_wheelhouse)
-    return fake
+    yield fake
+    saved_images.wait_for_saves()
 
 
 @pytest.fixture
@@ -270,6 +271,7 @@ def test_a_removed_base_is_loaded_from_the_host_cache_without_import_or_build(en
                                                                                 monkeypatch):
     monkeypatch.setenv("GYM_COMPOSE_OFFLINE", "1")
     tag = images.ensure_base_image(progress=lambda line: None)
+    saved_images.wait_for_saves()  # the archive is written in the background
     assert len(engine.commands("save")) == 1
     engine.images.clear()  # `docker image prune -a`
     lines: list[str] = []
@@ -280,19 +282,19 @@ def test_a_removed_base_is_loaded_from_the_host_cache_without_import_or_build(en
 
 
 def test_a_damaged_archive_is_dropped_and_the_base_rebuilt(engine, runtime_requirements, monkeypatch):
-    from gym_compose.engine import saved_images
     from gym_compose.engine.image_settings import ImageSettings
 
     monkeypatch.setenv("GYM_COMPOSE_OFFLINE", "1")
     tag = images.ensure_base_image(progress=lambda line: None)
+    saved_images.wait_for_saves()
     saved_images.archive_path(ImageSettings.from_env(), tag).write_text("{}")  # loads nothing
     engine.images.clear()
     assert images.ensure_base_image(progress=lambda line: None) == tag
+    saved_images.wait_for_saves()
     assert len(engine.commits) == 4 and len(engine.commands("save")) == 2
 
 
 def test_only_the_newest_archives_of_an_image_are_kept(engine, tmp_path, monkeypatch):
-    from gym_compose.engine import saved_images
     from gym_compose.engine.image_settings import ImageSettings
 
     settings = ImageSettings.from_env()
@@ -457,6 +459,7 @@ def test_a_failing_build_script_names_its_last_lines_and_leaves_no_container(eng
 def test_without_a_registry_a_saved_offline_base_is_loaded_before_any_pull(engine, runtime_requirements):
     engine.pull_works = False
     tag = images.ensure_base_image(progress=lambda line: None)
+    saved_images.wait_for_saves()
     engine.images.clear()
     assert images.ensure_base_image(progress=lambda line: None) == tag
     assert len(engine.commands("pull")) == 1 and len(engine.commands("load")) == 1  # the first call's pull only
