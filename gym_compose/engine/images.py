@@ -54,10 +54,10 @@ CONTAINER_MODULES = frozenset({"__init__.py", "errors.py", "contract.py", "serve
 SERVER_SKIPPED = ("tests",)
 PULL_TIMEOUT_S = 900
 OFFLINE_PIP_OPTIONS = "--no-index"
+SERVER_REQUIREMENTS_SCRIPT = DOCKER_DIR / "server-requirements.sh"
 # A server image with no requirements: the base plus the folder's files, made by copying them into
 # a container of the base and committing it with the server label (no Dockerfile, one commit).
 # This text stands for that recipe in the image's hash; with requirements, the script's text does.
-SERVER_REQUIREMENTS_SCRIPT = DOCKER_DIR / "server-requirements.sh"
 PLAIN_SERVER_RECIPE = f"copy server/ to {SERVER_DIR}/; LABEL {IMAGE_LABEL}=server {IMAGE_LABEL}.base=<base>"
 
 
@@ -125,7 +125,6 @@ class BaseInputs:
             .hexdigest()
         )
         return f"{prefix}/base:{digest}"
-
 
 
 def ensure_base_image(progress: Progress = print) -> str:
