@@ -2,8 +2,8 @@
 folders into it, `docker start -a` of a shell script (or nothing), `docker commit --change ...`.
 
 The classic builder commits a container for every Dockerfile step, metadata ones (ENV, USER,
-WORKDIR, CMD, LABEL) included: 1-3 s each on a busy engine with fuse-overlayfs. Here the whole
-recipe is one container and one commit, and the metadata rides on the commit. The folder is
+WORKDIR, CMD, LABEL) included: 2-14 s each on the shared fuse-overlayfs engine here. The whole
+recipe is one container and one commit here, and the metadata rides on the commit. The folder is
 copied in (not bind-mounted), so a remote engine works as with `docker build`; the script removes
 it again, so it leaves nothing in the layer.
 """
