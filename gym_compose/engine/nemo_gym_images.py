@@ -15,6 +15,10 @@ from pathlib import Path
 
 from gym_compose.contract import NEMO_GYM_SEARCH_ROOT
 from gym_compose.engine import docker_cli
+from gym_compose.engine.build_context import BuildContext as _build_context
+from gym_compose.engine.build_context import copy_files as _copy_files
+from gym_compose.engine.build_context import image_exists, image_name
+from gym_compose.engine.build_context import link_wheels as _link_wheels
 from gym_compose.engine.build_lock import file_lock
 from gym_compose.engine.debian_base import ensure_nemo_gym_python_image
 from gym_compose.engine.image_build import build_image, inspect_image
@@ -27,13 +31,8 @@ from gym_compose.engine.images import (
     PACKAGE_DIR,
     PULL_TIMEOUT_S,
     SERVER_SKIPPED,
-    _build_context,
-    _copy_files,
-    _is_offline_base,
-    _link_wheels,
-    image_exists,
-    image_name,
 )
+from gym_compose.engine.images import is_offline_base as _is_offline_base
 from gym_compose.engine.server_requirements import server_requirements
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
