@@ -20,7 +20,7 @@ def agent(root: Path, requirements: str) -> Path:
 
 
 def build(engine, folder: Path, monkeypatch) -> dict:  # noqa: F811
-    def fake_wheelhouse(requirements, cache_dir, progress, constraints="", find_links=(), platform=None):
+    def fake_wheelhouse(requirements, cache_dir, progress, **options):
         (cache_dir / "wheels").mkdir(parents=True, exist_ok=True)
         return cache_dir / "wheels"
 
