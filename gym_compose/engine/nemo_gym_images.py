@@ -41,6 +41,7 @@ Progress = Callable[[str], None]
 
 RUNTIME_DOCKERFILE = DOCKER_DIR / "nemo-gym-runtime.Dockerfile"
 SERVER_DOCKERFILE = DOCKER_DIR / "nemo-gym-server.Dockerfile"
+CODE_ONLY_DOCKERFILE = DOCKER_DIR / "nemo-gym-server-code.Dockerfile"  # no requirements beyond nemo-gym
 RUNTIME_REQUIREMENTS = DOCKER_DIR / "nemo-gym-requirements.txt"
 PUBLIC_PARENT = "python:3.13-slim"
 
@@ -94,7 +95,7 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
     folders = {f"{server_type}/{implementation_dir.name}": implementation_dir}
     folders.update({sibling: root / sibling for sibling in siblings})
     requirements = server_requirements(implementation_dir)
-    dockerfile = SERVER_DOCKERFILE.read_text()
+    dockerfile = (SERVER_DOCKERFILE if requirements.strip() else CODE_ONLY_DOCKERFILE).read_text()
     offline = _runtime_is_offline(runtime_tag)
     digest = ContentHash().add_text("dockerfile", dockerfile).add_text("runtime", runtime_tag)
     digest.add_text("requirements", requirements)
@@ -124,9 +125,10 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
             _copy_files(folder, files[target], context / "gym" / target)
         build_args = {
             "RUNTIME_IMAGE": runtime_tag,
-            "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else "",
             "SERVER_DIR": f"{NEMO_GYM_SEARCH_ROOT}/{server_type}/{implementation_dir.name}",
         }
+        if requirements.strip():
+            build_args["PIP_INSTALL_OPTIONS"] = OFFLINE_PIP_OPTIONS if offline else ""
         build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
     return tag
 
