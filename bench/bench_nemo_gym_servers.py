@@ -19,9 +19,11 @@ The mock model cannot solve tasks, so rewards say little; `ok` counts rollouts t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,6 +66,8 @@ FETCHES_AT_START_UP = {
                            "(its default local backend drives one)",
     "newton_bench": "internet at run time: git-clones github.com/HKUST-KnowComp/NewtonBench at start-up "
                     "(setup_newton_bench.py)",
+    "spider2_lite": "internet at run time: downloads the Spider 2.0-Lite SQLite databases from Google Drive "
+                    "(drive.usercontent.google.com) at start-up (setup_spider2.py, from model_post_init)",
 }
 # Servers whose config class requires credentials of an outside service that their YAML leaves out.
 NEEDS_CREDENTIALS = {
@@ -73,6 +77,28 @@ NEEDS_CREDENTIALS = {
     "widesearch": "a harness container image (its harness agent requires `image`), like deepsearchqa",
     "deepsearchqa": "a harness container image and an Exa search key (its harness_exa_search agent requires "
                     "`agent`, `image`; exa_api_key)",
+}
+# Servers that need data files their package does not ship (a path to supply, null in their YAML).
+NEEDS_DATA = {
+    "scicode": "SciCode's test_data.h5 staged and test_data_fpath set (null in scicode.yaml; verify raises "
+               "\"test_data_fpath is not configured\", so every rollout fails)",
+    "wordle": "data/guesses.txt, which the package lacks: generate_data.py makes it from word lists it downloads "
+              "from GitHub (ENABLE, SCOWL); /reset answers 500 FileNotFoundError without it",
+}
+# Servers whose own requirements pull a GPU stack transitively (the GPU_REQUIREMENT rule reads only
+# their direct lines): found from `pip install --dry-run --report` of their requirements.
+PULLS_GPU_STACK = {
+    "rolemrc": "a GPU stack through bert-score (it requires torch; PyPI's Linux torch 2.15 pulls 17 nvidia CUDA "
+               "wheels, several GB: the build outlasted 480 s) and the internet at run time for BERTScore's "
+               "roberta-large checkpoint (include_bertscore: true)",
+}
+# Games whose /step answers HTTP 400 to a reply without their action tags: NeMo Gym's gymnasium_agent
+# raises on it (raise_for_status) and the rollout fails there too, so the mock model's fixed sentence
+# cannot complete a row; they need a model that plays.
+NEEDS_A_PLAYER = {
+    "grl_sokoban": "a model that plays: /step answers 400 (\"Unable to parse action\") to a reply with no "
+                   "<action>Up|Down|Left|Right</action> tag or move word",
+    "grl_tetris": "a model that plays: /step answers 400 without <action>Left|Right|Down</action> tags",
 }
 
 
@@ -91,12 +117,38 @@ def nemo_gym_tree() -> Path:
 
 
 def selector(server_dir: Path) -> str | None:
-    """`name` when configs/<name>.yaml exists, else `name/<first flavor>`."""
+    """The config a NeMo Gym user passes with the example rows: among `configs/<name>.yaml` and the
+    other flavors (alphabetical), the first that defines every agent the rows' `agent_ref` names
+    (format_verification's rows name `freeform_formatting_simple_agent`, which only
+    `freeform_formatting.yaml` defines); when none does, `configs/<name>.yaml`, else the first flavor."""
     configs = server_dir / "configs"
-    if (configs / f"{server_dir.name}.yaml").is_file():
-        return server_dir.name
     flavors = sorted(configs.glob("*.yaml")) if configs.is_dir() else []
-    return f"{server_dir.name}/{flavors[0].stem}" if flavors else None
+    if not flavors:
+        return None
+    flavors.sort(key=lambda path: path.stem != server_dir.name)  # stable: <name>.yaml first
+    named = row_agents(server_dir / "data" / "example.jsonl")
+    chosen = next((path for path in flavors if named and named <= defined_agents(path)), flavors[0])
+    return server_dir.name if chosen.stem == server_dir.name else f"{server_dir.name}/{chosen.stem}"
+
+
+def row_agents(rows: Path) -> set[str]:
+    """The agent names the rows' `agent_ref` entries give (NeMo Gym routes each row to it)."""
+    named: set[str] = set()
+    for row in read_jsonl(rows):
+        reference = row.get("agent_ref") or {}
+        if isinstance(reference, dict) and reference.get("name"):
+            named.add(reference["name"])
+    return named
+
+
+def defined_agents(config_file: Path) -> set[str]:
+    """Top-level instances of this config file that are agents (`responses_api_agents:`)."""
+    try:
+        data = yaml.safe_load(config_file.read_text()) or {}
+    except yaml.YAMLError:
+        return set()
+    return {key for key, value in data.items() if isinstance(value, dict) and "responses_api_agents" in value} \
+        if isinstance(data, dict) else set()
 
 
 def walk(node: Any, path: str = ""):
@@ -127,6 +179,12 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         return f"needs {NEEDS_CREDENTIALS[server_dir.name]}"
     if server_dir.name in FETCHES_AT_START_UP:
         return f"needs the {FETCHES_AT_START_UP[server_dir.name]}"
+    if server_dir.name in NEEDS_DATA:
+        return f"needs {NEEDS_DATA[server_dir.name]}"
+    if server_dir.name in NEEDS_A_PLAYER:
+        return f"needs {NEEDS_A_PLAYER[server_dir.name]}"
+    if server_dir.name in PULLS_GPU_STACK:
+        return f"needs {PULLS_GPU_STACK[server_dir.name]}"
     requirements = server_requirements(server_dir)
     extra_models = [key for key, value in config.items() if isinstance(value, dict)
                     and "responses_api_models" in value and key != "policy_model"]
@@ -189,13 +247,7 @@ def agent_override(config: dict[str, Any], rows: Path) -> list[str]:
     """`++agent_name=<agent>` when the rows name an agent the config does not define and the config
     has exactly one: NeMo Gym's collector stops on such rows too, and its users pass +agent_name."""
     agents = [key for key, value in config.items() if isinstance(value, dict) and "responses_api_agents" in value]
-    named = set()
-    for line in rows.read_text().splitlines():
-        if line.strip():
-            reference = json.loads(line).get("agent_ref") or {}
-            if isinstance(reference, dict) and reference.get("name"):
-                named.add(reference["name"])
-    if len(agents) == 1 and named - set(agents):
+    if len(agents) == 1 and row_agents(rows) - set(agents):
         return [f"++agent_name={agents[0]}"]
     return []
 
@@ -231,16 +283,13 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
         result["note"] = f"rows re-routed with {extra[0]}" if extra else None
         project = f"ngsweep-{index}-{re.sub('[^a-z0-9]+', '-', name.lower())}"[:60].strip("-")
         started = time.monotonic()
+        returncode = None
         try:
-            done = subprocess.run([*CLI, "up", "-p", project, "--search-dir", str(tree), "--resources-server", chosen,
-                                   "--input", str(rows), "--head-port", str(12000 + index % 4000), *extra],
-                                  cwd=cwd, capture_output=True, text=True, timeout=timeout)
-            output = done.stdout + done.stderr
-        except subprocess.TimeoutExpired as expired:
-            # TimeoutExpired carries bytes even when the run asked for text
-            output = "".join(part.decode("utf-8", "replace") if isinstance(part, bytes) else part or ""
-                             for part in (expired.stdout, expired.stderr))
-            result["error"] = f"timed out after {timeout:.0f} s"
+            returncode, output = run_bounded([*CLI, "up", "-p", project, "--search-dir", str(tree),
+                                              "--resources-server", chosen, "--input", str(rows),
+                                              "--head-port", str(12000 + index % 4000), *extra], cwd, timeout)
+            if returncode is None:
+                result["error"] = f"timed out after {timeout:.0f} s"
         finally:
             subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"],
                            capture_output=True, timeout=300)
@@ -267,9 +316,30 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
                 message = first.get("_ng_failure_message") or first.get("error") or first
                 body = first.get("_ng_failure_response_body") or ""
                 result["error"] = result["error"] or f"{message} {body}".strip()[:300]
-        if not result["error"] and (done.returncode != 0 or run_dir is None):
+        if not result["error"] and (returncode != 0 or run_dir is None):
             result["error"] = last_line(output)
     return result
+
+
+def run_bounded(command: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:
+    """(exit status, or None when it ran past `timeout`; stdout + stderr). The command runs in its own
+    process group, all of which is stopped at the timeout: killing `up` alone left its `docker build`
+    running on, orphaned, building what the next server's `up` then built a second time."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+        return None, output
 
 
 def run_folder(cwd: Path, output: str) -> Path | None:

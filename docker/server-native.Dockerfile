@@ -6,7 +6,7 @@
 #    present, run in each unpacked source tree first; build backends come from native/build-wheels.
 #    The C++ runtime it linked against is kept beside the wheels.
 # 2. requirements: requirements.txt plus the built wheels into a staging prefix (as in
-#    server-requirements.Dockerfile); native/image_setup.py, when present, then runs with that
+#    server-requirements.sh); native/image_setup.py, when present, then runs with that
 #    prefix importable and may add files to it or drop packages from it (e.g. assemble a model file).
 # 3. the image: the base + the C++ runtime + the staging prefix + the server's files.
 # Stage 1 depends only on the native inputs, so editing the server's files never recompiles.

@@ -103,12 +103,16 @@ def up(request, stack, collection, detach: DetachOpt = False, keep: KeepOpt = Fa
 def down(
     project: PROJECT_OPTION = DEFAULT_PROJECT,
     all_projects: Annotated[bool, typer.Option("--all", help="Every gym-compose project on this engine (found by label).")] = False,
+    match: Annotated[Optional[str], typer.Option(
+        "--match", metavar="GLOB", help="With --all: only the projects whose name matches GLOB (e.g. 'ci-*').")] = None,
 ) -> None:
     """Remove the project's containers (sandboxes too), networks and volumes (never the results folder)."""
     from gym_compose.stack.lifecycle import down_all_command, down_command
 
+    if match is not None and not all_projects:
+        raise typer.BadParameter("--match selects among the projects of --all; add --all", param_hint="--match")
     if all_projects:
-        down_all_command()
+        down_all_command(match)
     else:
         down_command(project)
 

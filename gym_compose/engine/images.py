@@ -7,17 +7,24 @@ or GYM_COMPOSE_OFFLINE=1, an offline Debian image and a host-side wheelhouse are
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gym_compose.engine import docker_cli
-from gym_compose.engine.build_lock import file_lock
+from gym_compose.contract import SERVER_DIR
+from gym_compose.engine import docker_cli, saved_images
+from gym_compose.engine.build_context import (
+    build_lock,
+    copy_files,
+    ensure_built,
+    image_exists,
+    image_name,
+    link_file,
+    link_wheels,
+)
+from gym_compose.engine.committed_image import STAGING, commit_image, read_changes
 from gym_compose.engine.debian_base import debian_python_tag, ensure_debian_build_image, ensure_debian_python_image
 from gym_compose.engine.image_build import build_image, inspect_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
@@ -47,42 +54,73 @@ CONTAINER_MODULES = frozenset({"__init__.py", "errors.py", "contract.py", "serve
 SERVER_SKIPPED = ("tests",)
 PULL_TIMEOUT_S = 900
 OFFLINE_PIP_OPTIONS = "--no-index"
+SERVER_REQUIREMENTS_SCRIPT = DOCKER_DIR / "server-requirements.sh"
+# A server image with no requirements: the base plus the folder's files, made by copying them into
+# a container of the base and committing it with the server label (no Dockerfile, one commit).
+# This text stands for that recipe in the image's hash; with requirements, the script's text does.
+PLAIN_SERVER_RECIPE = f"copy server/ to {SERVER_DIR}/; LABEL {IMAGE_LABEL}=server {IMAGE_LABEL}.base=<base>"
 
 
 @dataclass(frozen=True)
 class Parent:
-    """The image the base is built FROM, and how it was obtained."""
+    """The image the base is built FROM, and how it was obtained. `identity` names its content (the
+    image id; for the offline image its content-hashed tag), known before the image itself is
+    needed: the offline one is imported only for a build (`ensure()`), not for a load from the cache."""
 
     image: str
-    image_id: str
+    identity: str
     offline: bool
     reason: str
+    ensure: Callable[[], str]
+
+
+BASE_VENV_SCRIPT = DOCKER_DIR / "base-venv.sh"
+BASE_RUNTIME_SCRIPT = DOCKER_DIR / "base-runtime.sh"
+BASE_CHANGES = DOCKER_DIR / "base.changes"
 
 
 @dataclass(frozen=True)
 class BaseInputs:
-    """Everything from this checkout that goes into the base image."""
+    """Everything from this checkout that goes into the base image: its two halves, the venv (the
+    requirements; rebuilt rarely) and the runtime (the package's container modules)."""
 
-    dockerfile: str
+    venv_script: str
+    runtime_script: str
+    changes: str
     requirements: str
     sources: list[Path]
 
     @classmethod
     def read(cls) -> "BaseInputs":
         return cls(
-            dockerfile=(DOCKER_DIR / "base.Dockerfile").read_text(),
+            venv_script=BASE_VENV_SCRIPT.read_text(),
+            runtime_script=BASE_RUNTIME_SCRIPT.read_text(),
+            changes=BASE_CHANGES.read_text(),
             requirements=_read_runtime_requirements(),
             sources=[path for path in tree_files(PACKAGE_DIR) if path.parts[0] in CONTAINER_MODULES],
         )
 
-    def tag(self, prefix: str, parent_id: str, offline: bool) -> str:
+    def venv_tag(self, prefix: str, parent: str, offline: bool) -> str:
+        """`parent` identifies the parent's content: its image id, or the offline Debian image's
+        content-hashed tag (`docker import` gives a new id on every import of the same rootfs)."""
         digest = (
             ContentHash()
-            .add_text("dockerfile", self.dockerfile)
+            .add_text("script", self.venv_script)
             .add_text("requirements", self.requirements)
-            .add_text("parent", parent_id)
+            .add_text("parent", parent)
             .add_text("pip-options", OFFLINE_PIP_OPTIONS if offline else "")
             .add_text("python", PYTHON_VERSION)
+            .add_text("prefix", prefix)
+            .hexdigest()
+        )
+        return f"{prefix}/base-venv:{digest}"
+
+    def tag(self, prefix: str, parent: str, offline: bool) -> str:
+        digest = (
+            ContentHash()
+            .add_text("venv", self.venv_tag(prefix, parent, offline))
+            .add_text("script", self.runtime_script)
+            .add_text("changes", self.changes)
             .add_tree("gym_compose", PACKAGE_DIR, self.sources)
             .hexdigest()
         )
@@ -90,45 +128,50 @@ class BaseInputs:
 
 
 def ensure_base_image(progress: Progress = print) -> str:
-    """Tag of the local base image `gym-compose/base:<hash>`, built when missing."""
+    """Tag of the local base image `gym-compose/base:<hash>`: found, loaded from the host cache
+    (saved_images), or built in two committed containers (base-venv.sh, base-runtime.sh) and saved."""
     settings = ImageSettings.from_env()
     inputs = BaseInputs.read()
     if not settings.offline and inspect_image(settings.public_base) is None:
         # An up-to-date offline base is used as is: no pull attempt (slow where DNS hangs).
-        ready = _ready_offline_base(settings, inputs)
-        if ready is not None:
-            progress(f"base image {ready} is up to date (offline bootstrap; {settings.public_base} is not local)")
-            return ready
+        ready = inputs.tag(settings.image_prefix, debian_python_tag(settings), offline=True)
+        if image_exists(ready) or saved_images.archive_path(settings, ready).is_file():
+            with build_lock(settings, ready):
+                if image_exists(ready) or saved_images.load_saved(settings, ready, progress):
+                    progress(f"base image {ready} is up to date (offline bootstrap; {settings.public_base} "
+                             "is not local)")
+                    return ready
     parent = choose_parent(settings, progress)
-    tag = inputs.tag(settings.image_prefix, parent.image_id, parent.offline)
-    if image_exists(tag):
-        progress(f"base image {tag} is up to date ({parent.reason})")
-        return tag
-    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"), _build_context(settings) as context:
-        if image_exists(tag):
-            return tag
-        progress(f"building base image {tag} ({parent.reason})")
+    tag = inputs.tag(settings.image_prefix, parent.identity, parent.offline)
+
+    def build(context: Path) -> None:
+        venv = _ensure_base_venv(settings, inputs, parent, progress)
+        (context / "base-runtime.sh").write_text(inputs.runtime_script)
+        copy_files(PACKAGE_DIR, inputs.sources, context / "gym_compose")
+        commit_image(venv, tag, copies=[(context, STAGING)], script=("sh", f"{STAGING}/base-runtime.sh"),
+                     changes=read_changes(BASE_CHANGES, PARENT_IMAGE=parent.image, IMAGE_PREFIX=settings.image_prefix),
+                     progress=progress, verbose=settings.verbose)
+
+    return ensure_built(tag, settings, progress, "base image", build, note=parent.reason, saved=True)
+
+
+def _ensure_base_venv(settings: ImageSettings, inputs: BaseInputs, parent: Parent, progress: Progress) -> str:
+    tag = inputs.venv_tag(settings.image_prefix, parent.identity, parent.offline)
+
+    def build(context: Path) -> None:
+        image = parent.ensure()
         (context / "wheels").mkdir()
         if parent.offline:
-            _link_wheels(ensure_wheelhouse(inputs.requirements, settings.cache_dir, progress), context / "wheels")
-        (context / "Dockerfile").write_text(inputs.dockerfile)
+            link_wheels(ensure_wheelhouse(inputs.requirements, settings.cache_dir, progress), context / "wheels")
+        (context / "base-venv.sh").write_text(inputs.venv_script)
         (context / "runtime-requirements.txt").write_text(inputs.requirements)
-        _copy_files(PACKAGE_DIR, inputs.sources, context / "gym_compose")
-        build_args = {
-            "PARENT_IMAGE": parent.image,
-            "PYTHON_VERSION": PYTHON_VERSION,
-            "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if parent.offline else "",
-        }
-        build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
-    return tag
+        pip_options = OFFLINE_PIP_OPTIONS if parent.offline else ""
+        changes = [f"LABEL {IMAGE_LABEL}=base-venv {IMAGE_LABEL}.prefix={settings.image_prefix}"]
+        script = ("sh", f"{STAGING}/base-venv.sh", PYTHON_VERSION, pip_options)
+        commit_image(image, tag, copies=[(context, STAGING)], script=script, changes=changes, progress=progress,
+                     verbose=settings.verbose)
 
-
-def _ready_offline_base(settings: ImageSettings, inputs: BaseInputs) -> str | None:
-    debian = inspect_image(debian_python_tag(settings))
-    if debian is None:
-        return None
-    tag = inputs.tag(settings.image_prefix, debian["Id"], offline=True)
-    return tag if image_exists(tag) else None
+    return ensure_built(tag, settings, progress, "base venv image", build)
 
 
 def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progress = print) -> str:
@@ -147,8 +190,8 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
     requirements = server_requirements(implementation_dir)
     native = native_requirements(implementation_dir)
     dockerfile = (DOCKER_DIR / "server-native.Dockerfile").read_text() if native else \
-        server_dockerfile(has_requirements=bool(requirements))
-    offline = _is_offline_base(base_tag, settings)
+        SERVER_REQUIREMENTS_SCRIPT.read_text() if requirements else PLAIN_SERVER_RECIPE
+    offline = is_offline_base(base_tag, settings)
     digest = (
         ContentHash()
         .add_text("dockerfile", dockerfile)
@@ -161,13 +204,12 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
         builder = _native_builder(settings, offline, progress)
         digest.add_text("builder", builder["Id"])
     tag = f"{settings.image_prefix}/{name}:{digest.hexdigest()}"
-    if image_exists(tag):
-        progress(f"server image {tag} is up to date")
-        return tag
-    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"), _build_context(settings) as context:
-        if image_exists(tag):
-            return tag
-        progress(f"building server image {tag}")
+
+    def build(context: Path) -> None:
+        if not native:  # no Dockerfile: the files (and the requirements' install) in one container, one commit
+            _committed_server(context, tag, base_tag, implementation_dir, files, requirements, offline, settings,
+                              progress)
+            return
         (context / "wheels").mkdir()
         build_args = {"BASE_IMAGE": base_tag, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""}
         own_needs = requirements
@@ -185,12 +227,13 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
             runtime = ensure_wheelhouse(_read_runtime_requirements(), settings.cache_dir, progress)
             own = ensure_wheelhouse(own_needs, settings.cache_dir, progress, constraints=pinned_versions(runtime),
                                     find_links=(runtime,))
-            _link_wheels(own, context / "wheels")
+            link_wheels(own, context / "wheels")
         (context / "Dockerfile").write_text(dockerfile)
         (context / "requirements.txt").write_text(requirements)
-        _copy_files(implementation_dir, files, context / "server")
+        copy_files(implementation_dir, files, context / "server")
         build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
-    return tag
+
+    return ensure_built(tag, settings, progress, "server image", build)
 
 
 def _native_builder(settings: ImageSettings, offline: bool, progress: Progress) -> dict:
@@ -209,9 +252,9 @@ def _native_context(implementation_dir: Path, sources: NativeSources, settings: 
     (target / "sdists").mkdir(parents=True)
     (target / "build-wheels").mkdir()
     for sdist in sources.sdists:
-        _link_file(sdist, target / "sdists" / sdist.name)
+        link_file(sdist, target / "sdists" / sdist.name)
     build_requirements = "".join(f"{line}\n" for line in sources.build_requires)
-    _link_wheels(ensure_wheelhouse(build_requirements, settings.cache_dir, progress), target / "build-wheels")
+    link_wheels(ensure_wheelhouse(build_requirements, settings.cache_dir, progress), target / "build-wheels")
     (target / "build-requirements.txt").write_text(build_requirements)
     (target / "native-build.env").write_text(native_env(implementation_dir))
     if (implementation_dir / NATIVE_PREPARE).is_file():
@@ -223,32 +266,36 @@ def choose_parent(settings: ImageSettings, progress: Progress) -> Parent:
     if not settings.offline:
         local = inspect_image(settings.public_base)
         if local is not None:
-            return Parent(settings.public_base, local["Id"], False, f"from {settings.public_base}")
+            return _public_parent(settings.public_base, local["Id"], f"from {settings.public_base}")
         pulled = docker_cli.run_docker(
             ["pull", "--quiet", settings.public_base], timeout=PULL_TIMEOUT_S, retries=2, check=False
         )
         if pulled.ok:
             image = inspect_image(settings.public_base)
             if image is not None:
-                return Parent(settings.public_base, image["Id"], False, f"pulled {settings.public_base}")
+                return _public_parent(settings.public_base, image["Id"], f"pulled {settings.public_base}")
         why = _last_line(pulled.stderr or pulled.stdout) or "pull failed"
         progress(f"base image: cannot pull {settings.public_base} ({why}); taking the offline path")
         reason = "offline bootstrap"
     else:
         reason = "offline bootstrap, GYM_COMPOSE_OFFLINE is set"
+    debian = debian_python_tag(settings)
+    return Parent(debian, debian, True, reason, lambda: _offline_parent(settings, progress))
+
+
+def _public_parent(image: str, image_id: str, reason: str) -> Parent:
+    return Parent(image, image_id, False, reason, lambda: image)
+
+
+def _offline_parent(settings: ImageSettings, progress: Progress) -> str:
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The runtime's wheel download (network) overlaps the root filesystem build (CPU, disk).
         wheels = pool.submit(ensure_wheelhouse, _read_runtime_requirements(), settings.cache_dir, progress)
         debian = ensure_debian_python_image(settings, progress)
         wheels.result()
-    image = inspect_image(debian)
-    if image is None:
+    if inspect_image(debian) is None:
         raise UserError(f"The offline parent image {debian} vanished right after it was imported.")
-    return Parent(debian, image["Id"], True, reason)
-
-
-def image_exists(tag: str) -> bool:
-    return inspect_image(tag) is not None
+    return debian
 
 
 def image_digest(tag: str) -> str:
@@ -267,20 +314,31 @@ def image_size(tag: str) -> int:
     return int(image["Size"])
 
 
-def image_name(implementation: str) -> str:
-    """A valid Docker repository name component for an implementation folder name."""
-    name = re.sub(r"[^a-z0-9._-]+", "-", implementation.lower()).strip("._-")
-    if not name:
-        raise UserError(f"Cannot derive an image name from implementation folder {implementation!r}.")
-    return name
+def _committed_server(context: Path, tag: str, base_tag: str, implementation_dir: Path, files: list[Path],
+                      requirements: str, offline: bool, settings: ImageSettings, progress: Progress) -> None:
+    """A server image without compiled packages: its files copied to /srv/server of a container of
+    the base, its requirements (if any) installed there by server-requirements.sh, committed."""
+    copy_files(implementation_dir, files, context / "server")
+    copies = [(context / "server", SERVER_DIR)]
+    script: tuple[str, ...] = ()
+    if requirements:
+        staging = context / "staging"
+        (staging / "wheels").mkdir(parents=True)
+        if offline:
+            runtime = ensure_wheelhouse(_read_runtime_requirements(), settings.cache_dir, progress)
+            own = ensure_wheelhouse(requirements, settings.cache_dir, progress, constraints=pinned_versions(runtime),
+                                    find_links=(runtime,))
+            link_wheels(own, staging / "wheels")
+        (staging / "requirements.txt").write_text(requirements)
+        (staging / SERVER_REQUIREMENTS_SCRIPT.name).write_text(SERVER_REQUIREMENTS_SCRIPT.read_text())
+        copies.append((staging, STAGING))
+        script = ("sh", f"{STAGING}/{SERVER_REQUIREMENTS_SCRIPT.name}", OFFLINE_PIP_OPTIONS if offline else "")
+    commit_image(base_tag, tag, copies=copies, script=script,
+                 changes=[f"LABEL {IMAGE_LABEL}=server {IMAGE_LABEL}.base={base_tag}"],
+                 progress=progress, verbose=settings.verbose)
 
 
-def server_dockerfile(has_requirements: bool) -> str:
-    template = "server-requirements.Dockerfile" if has_requirements else "server.Dockerfile"
-    return (DOCKER_DIR / template).read_text()
-
-
-def _is_offline_base(base_tag: str, settings: ImageSettings) -> bool:
+def is_offline_base(base_tag: str, settings: ImageSettings) -> bool:
     image = inspect_image(base_tag)
     if image is None:
         raise UserError(f"Base image {base_tag} does not exist.", hint="build it first with ensure_base_image()")
@@ -292,41 +350,6 @@ def _read_runtime_requirements() -> str:
     if not RUNTIME_REQUIREMENTS.is_file():
         raise UserError(f"{RUNTIME_REQUIREMENTS} is missing; the base image cannot be built without it.")
     return RUNTIME_REQUIREMENTS.read_text()
-
-
-class _build_context:
-    """A scratch folder next to the cache (same file system, so wheels are hard-linked)."""
-
-    def __init__(self, settings: ImageSettings):
-        self.parent = settings.cache_dir / "contexts"
-
-    def __enter__(self) -> Path:
-        self.parent.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(dir=self.parent))
-        return self.path
-
-    def __exit__(self, *exc_info) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
-
-def _link_wheels(wheelhouse: Path, target: Path) -> None:
-    for wheel in wheelhouse.glob("*.whl"):
-        _link_file(wheel, target / wheel.name)
-
-
-def _link_file(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
-
-
-def _copy_files(root: Path, files: list[Path], target: Path) -> None:
-    target.mkdir(parents=True, exist_ok=True)
-    for relative in files:
-        destination = target / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / relative, destination)
 
 
 def _last_line(text: str) -> str:

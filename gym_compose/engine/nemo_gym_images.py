@@ -15,6 +15,10 @@ from pathlib import Path
 
 from gym_compose.contract import NEMO_GYM_SEARCH_ROOT
 from gym_compose.engine import docker_cli
+from gym_compose.engine.build_context import BuildContext as _build_context
+from gym_compose.engine.build_context import copy_files as _copy_files
+from gym_compose.engine.build_context import image_exists, image_name
+from gym_compose.engine.build_context import link_wheels as _link_wheels
 from gym_compose.engine.build_lock import file_lock
 from gym_compose.engine.debian_base import ensure_nemo_gym_python_image
 from gym_compose.engine.image_build import build_image, inspect_image
@@ -27,13 +31,8 @@ from gym_compose.engine.images import (
     PACKAGE_DIR,
     PULL_TIMEOUT_S,
     SERVER_SKIPPED,
-    _build_context,
-    _copy_files,
-    _is_offline_base,
-    _link_wheels,
-    image_exists,
-    image_name,
 )
+from gym_compose.engine.images import is_offline_base as _is_offline_base
 from gym_compose.engine.server_requirements import server_requirements, shadowing_pins
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
@@ -42,6 +41,7 @@ Progress = Callable[[str], None]
 
 RUNTIME_DOCKERFILE = DOCKER_DIR / "nemo-gym-runtime.Dockerfile"
 SERVER_DOCKERFILE = DOCKER_DIR / "nemo-gym-server.Dockerfile"
+CODE_ONLY_DOCKERFILE = DOCKER_DIR / "nemo-gym-server-code.Dockerfile"  # no requirements beyond nemo-gym
 RUNTIME_REQUIREMENTS = DOCKER_DIR / "nemo-gym-requirements.txt"
 PUBLIC_PARENT = "python:3.13-slim"
 
@@ -95,7 +95,7 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
     folders = {f"{server_type}/{implementation_dir.name}": implementation_dir}
     folders.update({sibling: root / sibling for sibling in siblings})
     requirements = server_requirements(implementation_dir)
-    dockerfile = SERVER_DOCKERFILE.read_text()
+    dockerfile = (SERVER_DOCKERFILE if requirements.strip() else CODE_ONLY_DOCKERFILE).read_text()
     offline = _runtime_is_offline(runtime_tag)
     digest = ContentHash().add_text("dockerfile", dockerfile).add_text("runtime", runtime_tag)
     digest.add_text("requirements", requirements)
@@ -128,9 +128,10 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
             _copy_files(folder, files[target], context / "gym" / target)
         build_args = {
             "RUNTIME_IMAGE": runtime_tag,
-            "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else "",
             "SERVER_DIR": f"{NEMO_GYM_SEARCH_ROOT}/{server_type}/{implementation_dir.name}",
         }
+        if requirements.strip():
+            build_args["PIP_INSTALL_OPTIONS"] = OFFLINE_PIP_OPTIONS if offline else ""
         build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
     return tag
 

@@ -7,17 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.build_context import ensure_built, image_exists, image_name
+from gym_compose.engine.committed_image import STAGING, commit_image, read_changes
 from gym_compose.engine.image_build import build_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
 from gym_compose.engine.image_settings import ImageSettings
-from gym_compose.engine.images import DOCKER_DIR, _build_context, ensure_server_image, image_exists, image_name
+from gym_compose.engine.images import DOCKER_DIR, ensure_server_image
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
 
 Progress = Callable[[str], None]
 BROKER_IMAGE_DIR = PROJECT_ROOT / "server_images" / "sandbox_broker"
-SANDBOX_DOCKERFILE = DOCKER_DIR / "sandbox.Dockerfile"
+SANDBOX_SCRIPT = DOCKER_DIR / "sandbox.sh"
+SANDBOX_CHANGES = DOCKER_DIR / "sandbox.changes"
 
 
 def ensure_broker_image(base_tag: str, progress: Progress = print) -> str:
@@ -25,12 +27,21 @@ def ensure_broker_image(base_tag: str, progress: Progress = print) -> str:
 
 
 def ensure_default_sandbox_image(base_tag: str, progress: Progress = print) -> str:
-    """`<prefix>/sandbox:<hash>`: the base image with an unprivileged user owning /work."""
+    """`<prefix>/sandbox:<hash>`: the base image with an unprivileged user owning /work (one
+    container of the base running docker/sandbox.sh, committed with docker/sandbox.changes)."""
     settings = ImageSettings.from_env()
-    dockerfile = SANDBOX_DOCKERFILE.read_text()
-    tag = f"{settings.image_prefix}/sandbox:" + ContentHash().add_text("dockerfile", dockerfile).add_text(
-        "base", base_tag).hexdigest()
-    return _ensure(tag, settings, progress, dockerfile=dockerfile, build_args={"BASE_IMAGE": base_tag})
+    script = SANDBOX_SCRIPT.read_text()
+    tag = f"{settings.image_prefix}/sandbox:" + (
+        ContentHash().add_text("script", script).add_text("changes", SANDBOX_CHANGES.read_text())
+        .add_text("base", base_tag).hexdigest())
+
+    def build(context: Path) -> None:
+        (context / SANDBOX_SCRIPT.name).write_text(script)
+        commit_image(base_tag, tag, copies=[(context, STAGING)], script=("sh", f"{STAGING}/{SANDBOX_SCRIPT.name}"),
+                     changes=read_changes(SANDBOX_CHANGES, BASE_IMAGE=base_tag), progress=progress,
+                     verbose=settings.verbose)
+
+    return ensure_built(tag, settings, progress, "sandbox image", build)
 
 
 def ensure_sandbox_build(folder: Path, name: str, base_tag: str, sandbox_tag: str, progress: Progress = print) -> str:
@@ -60,21 +71,11 @@ def require_image(image: str, where: str) -> str:
 
 
 def _ensure(tag: str, settings: ImageSettings, progress: Progress, *, build_args: dict[str, str],
-            dockerfile: str | None = None, folder: Path | None = None) -> str:
-    if image_exists(tag):
-        progress(f"sandbox image {tag} is up to date")
-        return tag
-    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"):
-        if image_exists(tag):
-            return tag
-        progress(f"building sandbox image {tag}")
-        if folder is not None:
-            build_image(folder, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
-            return tag
-        with _build_context(settings) as context:
-            (context / "Dockerfile").write_text(dockerfile or "")
-            build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
-    return tag
+            folder: Path) -> str:
+    def build(context: Path) -> None:
+        build_image(folder, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
+
+    return ensure_built(tag, settings, progress, "sandbox image", build)
 
 
 def ensure_stack_sandbox_images(plan, base_tag: str, progress: Progress = print) -> dict[str, str]:

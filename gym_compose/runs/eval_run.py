@@ -21,7 +21,13 @@ from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, w
 from gym_compose.runs.run_folders import claim_run_dir
 from gym_compose.runs.run_inputs import CollectionArgs, plan_run, write_run_inputs
 from gym_compose.runs.summary import print_summary
-from gym_compose.runs.supervision import CollectorOutcome, refuse_second_collector, require_running, run_collector
+from gym_compose.runs.supervision import (
+    CollectorOutcome,
+    refuse_second_collector,
+    require_running,
+    run_collector,
+    stack_states,
+)
 from gym_compose.stack.lifecycle import (
     StackArgs,
     build_and_render,
@@ -52,11 +58,15 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     check_pulled_images(loaded.data, loaded.search_roots, collection.input_file)
     planned = plan_run(loaded, stack, collection)
     target = stack.options.target
+    deployed = deployed_stack(stack.project, target)
     if serve:
         refuse_if_running(stack.project, target)
+        if target != "compose":  # under Compose, a project with no container has no collector either
+            refuse_second_collector(deployed)
     else:
-        require_running(deployed_stack(stack.project, target))
-    refuse_second_collector(deployed_stack(stack.project, target))
+        states = stack_states(deployed)  # one listing answers both questions
+        require_running(deployed, states)
+        refuse_second_collector(deployed, states)
     run_dir, created = claim_run_dir(collection.results_dir, planned.name, collection.resume)
     started_at = datetime.now(timezone.utc)
     record = run_record(planned, collection, rerun_of)

@@ -12,7 +12,7 @@ from pathlib import Path
 from gym_compose.collect.progress import read_progress
 from gym_compose.console import say
 from gym_compose.engine.compose import ComposeProject
-from gym_compose.engine.target import DeployedStack, RunningProcess, StackCheck
+from gym_compose.engine.target import EXITED_STATES, DeployedStack, RunningProcess, ServiceState, StackCheck
 from gym_compose.errors import UserError
 from gym_compose.plan import COLLECTOR_SERVICE
 from gym_compose.runs.progress_display import ProgressDisplay
@@ -35,9 +35,22 @@ class CollectorOutcome:
     stopped_for: str | None = None  # a server died: the run was stopped early
 
 
-def refuse_second_collector(stack: DeployedStack) -> None:
-    """One collector per project: a second would write beside the first (or into its folder)."""
-    running = stack.one_off_containers(COLLECTOR_SERVICE, running_only=True)
+def stack_states(stack: DeployedStack) -> list[ServiceState]:
+    """Every container of the stack, one-off ones included: for Compose one `docker ps` (a tenth
+    of `compose ps`'s time), for the other targets their own listing."""
+    if isinstance(stack, ComposeProject):
+        return stack.quick_states()
+    return project_states(stack)
+
+
+def refuse_second_collector(stack: DeployedStack, states: list[ServiceState] | None = None) -> None:
+    """One collector per project: a second would write beside the first (or into its folder).
+    `states`: the stack's containers, when just listed (`stack_states`)."""
+    if states is None:
+        running = stack.one_off_containers(COLLECTOR_SERVICE, running_only=True)
+    else:
+        running = [s.container for s in states if s.one_off and s.service == COLLECTOR_SERVICE
+                   and s.state not in (*EXITED_STATES, "created")]
     if running:
         raise UserError(
             f"a collector of project {stack.name!r} is still running: {', '.join(running)}",
@@ -46,9 +59,9 @@ def refuse_second_collector(stack: DeployedStack) -> None:
         )
 
 
-def require_running(stack: DeployedStack) -> None:
+def require_running(stack: DeployedStack, states: list[ServiceState] | None = None) -> None:
     """--no-serve: the stack must be up and healthy already."""
-    states = [s for s in project_states(stack) if not s.one_off]
+    states = [s for s in (stack_states(stack) if states is None else states) if not s.one_off]
     unhealthy = [s.service for s in states if not s.serving]
     if not states or unhealthy:
         raise UserError(

@@ -15,11 +15,12 @@ for a server that has no such route.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, Field
 
-from gym_compose.collect.aggregate import Tasks, compute_aggregate_metrics, default_key_metrics
+if TYPE_CHECKING:  # imported where used: agents and environments only forward (~0.07 s of their start)
+    from gym_compose.collect.aggregate import Tasks
 
 AGGREGATE_METRICS_PATH = "/aggregate_metrics"
 
@@ -53,10 +54,14 @@ class AggregateMetricsHooks:
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         """The headline metrics: by default every `mean/` entry."""
+        from gym_compose.collect.aggregate import default_key_metrics
+
         return default_key_metrics(agent_metrics)
 
     async def aggregate_metrics(self, body: AggregateMetricsRequest) -> AggregateMetrics:
         """What `/aggregate_metrics` answers; a server may override it whole (NeMo Gym's signature)."""
+        from gym_compose.collect.aggregate import compute_aggregate_metrics
+
         return AggregateMetrics.model_validate(
             compute_aggregate_metrics(body.verify_responses, self.compute_metrics, self.get_key_metrics,
                                       self.compute_repeat_metrics))

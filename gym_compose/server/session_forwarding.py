@@ -13,12 +13,14 @@ stops it from being forwarded again. A session whose replica is gone answers 502
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import httpx
 import orjson
 
 from gym_compose.contract import FORWARDED_HEADER
+
+if TYPE_CHECKING:
+    import httpx
 
 LOG = logging.getLogger("gym_compose.server.session_forwarding")
 HOP_BY_HOP = {b"host", b"content-length", b"connection", b"transfer-encoding", b"keep-alive"}
@@ -48,6 +50,8 @@ class SessionForwarder:
         headers.append((FORWARDED_KEY, b"1"))
         query = scope.get("query_string") or b""
         url = f"http://{address}{scope.get('root_path', '')}{scope['path']}" + (f"?{query.decode()}" if query else "")
+        import httpx  # here, not at the top: every server imports this module, few forward (~0.15 s at start)
+
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=None)  # the caller's own deadline bounds the call
         try:

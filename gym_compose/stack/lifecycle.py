@@ -6,6 +6,7 @@ target (`engine.compose`); everything after rendering goes through `engine.targe
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,7 +136,7 @@ def refuse_if_running(project_name: str, target: str = "compose") -> None:
         from gym_compose.engine.swarm import require_swarm
 
         require_swarm()
-    running = project_states(ComposeProject(project_name))
+    running = ComposeProject(project_name).quick_states()  # one `docker ps`, not `compose ps`
     if running or (target == "swarm" and deployed_stack(project_name, target).ps()):
         raise UserError(
             f"project {project_name!r} is already running",
@@ -154,7 +155,7 @@ def start_servers(stack: Stack, deployed: DeployedStack) -> None:
             ensure_volume(volume, f"{CACHE_LABEL}=model")
         deployed.up(wait_timeout_seconds(stack), services=names)
         say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
-        print_services(deployed.ps())
+        print_services(deployed.quick_states() if isinstance(deployed, ComposeProject) else deployed.ps())
     except BaseException:
         down_quietly(deployed)
         raise
@@ -192,11 +193,12 @@ def down_command(project_name: str) -> None:
         say(f"project {project_name!r} had nothing to remove")
 
 
-def down_all_command() -> None:
-    """The reaper: every project that has a container labelled by gym-compose, whatever its name."""
-    names = labelled_projects()
+def down_all_command(match: str | None = None) -> None:
+    """The reaper: every project that has a container labelled by gym-compose, whatever its name
+    (or only those whose name matches the glob `match`)."""
+    names = [name for name in labelled_projects() if match is None or fnmatch.fnmatchcase(name, match)]
     if not names:
-        say("no gym-compose project on this engine")
+        say("no gym-compose project on this engine" + (f" matches {match!r}" if match else ""))
     failed = []
     for name in names:
         try:

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.build_context import BuildContext, build_lock, image_name
 from gym_compose.engine.debian_base import ensure_debian_swe_image
 from gym_compose.engine.image_build import build_image, inspect_image
 from gym_compose.engine.image_hash import ContentHash
 from gym_compose.engine.image_settings import ImageSettings
-from gym_compose.engine.images import DOCKER_DIR, _build_context, image_name
+from gym_compose.engine.images import DOCKER_DIR
 from gym_compose.errors import UserError
 from gym_compose.swe.task_repo import AUTHOR, COMMIT_DATE, REPO_FOLDER, commit_repository, repository_files
 
@@ -64,7 +64,7 @@ def ensure_task_images(folder: Path, repository: str, progress: Progress = print
 
 
 def _build(task_dir: Path, tag: str, parent: str, settings: ImageSettings, progress: Progress) -> None:
-    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"), _build_context(settings) as context:
+    with build_lock(settings, tag), BuildContext(settings) as context:
         if inspect_image(tag) is not None:
             return
         commit_repository(task_dir, context / "app")

@@ -77,3 +77,8 @@ def test_server_requirements_install_offline_from_the_host_wheelhouse(offline_ba
     assert output.strip() == "1.16.0"
     # fastapi is already in the base: nothing beyond six and the files is added
     assert images.image_size(tag) - images.image_size(offline_base) < 2_000_000
+    # the install ran as root in the container that became the image: the base's user and command stay
+    config, base_config = images.inspect_image(tag)["Config"], images.inspect_image(offline_base)["Config"]
+    assert (config["User"], config["Cmd"], config["WorkingDir"]) == (
+        base_config["User"], base_config["Cmd"], base_config["WorkingDir"])
+    assert run_in(tag, "sh", "-c", "ls -A /tmp").strip() == ""  # the build folder left nothing

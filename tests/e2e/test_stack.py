@@ -183,7 +183,8 @@ def test_down_all_reaps_every_labelled_project(tmp_path):
             up = gym_compose("up", "-d", "-p", name, "--head-port", str(free_port()),
                              "--resources-server", "example_single_tool_call", cwd=tmp_path)
             assert up.returncode == 0, up.stderr
-        down = gym_compose("down", "--all", cwd=tmp_path)
+        # --match keeps the reaper to this test's projects: a developer's own stacks on the engine survive
+        down = gym_compose("down", "--all", "--match", f"{PROJECT_PREFIX}-reap-*", cwd=tmp_path)
         assert down.returncode == 0, down.stderr
         for name in projects:
             assert name in down.stderr

@@ -100,3 +100,19 @@ def test_a_node_engine_is_checked_before_anything_starts(tmp_path, extra, says):
     result = run_cli("up", "-d", "--benchmark", "example_single_tool_call", *extra, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and says in result.stderr
+
+
+def test_down_match_without_all_is_a_usage_error(tmp_path):
+    result = run_cli("down", "--match", "ci-*", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--match selects among the projects of --all" in result.stderr
+
+
+def test_down_all_match_removes_only_the_matching_projects(monkeypatch):
+    from gym_compose.stack import lifecycle
+
+    removed: list[str] = []
+    monkeypatch.setattr(lifecycle, "labelled_projects", lambda: ["ci-a", "mine", "ci-b"])
+    monkeypatch.setattr(lifecycle, "down_command", removed.append)
+    lifecycle.down_all_command("ci-*")
+    assert removed == ["ci-a", "ci-b"]

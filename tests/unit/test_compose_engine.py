@@ -77,6 +77,24 @@ def test_check_stack_names_dead_missing_and_paused_servers_and_ignores_the_colle
     assert check.paused == ["agent"] and not check.empty
 
 
+def test_one_docker_ps_lists_the_services_as_compose_ps_would_with_their_published_ports(engine):
+    """`up`'s table, the checks before a run and the waits read `docker ps`, not `compose ps`."""
+    listed = "\n".join(["p-model-1\trunning\tUp 3 seconds (healthy)\tmodel\tFalse\tlean\t8000/tcp",
+                        "p-head-1\trunning\tUp 4 seconds (healthy)\thead\tFalse\tlean\t"
+                        "127.0.0.1:11000->11000/tcp, :::11000->11000/tcp",
+                        "p-agent-1\trunning\tUp 3 seconds (health: starting)\tagent\tFalse\tlean\t"
+                        "0.0.0.0:9000-9001->9000-9001/tcp"])
+    calls = engine(f"""*"ps --all --no-trunc --filter label=com.docker.compose.project=p "*)
+  cat <<'EOF'\n{listed}\nEOF\n ;;""")
+    states = ComposeProject("p").quick_states()
+    assert [(s.service, s.health, s.published) for s in states] == [
+        ("agent", "starting", ["0.0.0.0:9000", "0.0.0.0:9001"]),
+        ("head", "healthy", ["127.0.0.1:11000", ":::11000"]),
+        ("model", "healthy", []),
+    ]
+    assert len(calls()) == 1 and " compose " not in f" {calls()[0]} "
+
+
 def test_a_death_names_exit_code_and_whether_memory_ran_out():
     assert describe_exit("policy-model", 137, oom_killed=True).startswith(
         "server policy-model exited (exit code 137, OOM-killed")

@@ -40,15 +40,17 @@ def test_compose_templates_spell_the_contracts_user_and_probe():
 
 
 def test_dockerfiles_spell_the_contracts_user_paths_and_variables():
-    base = (REPO / "docker/base.Dockerfile").read_text()
+    venv = (REPO / "docker/base-venv.sh").read_text()
+    runtime = (REPO / "docker/base-runtime.sh").read_text()
+    changes = (REPO / "docker/base.changes").read_text()
     uid = contract.SERVER_UID
-    assert f"server:x:{uid}:{uid}:" in base and f"server:x:{uid}:" in base
-    assert f"USER {contract.SERVER_USER}" in base
-    assert f"WORKDIR {contract.SERVER_DIR}" in base
-    assert f"{contract.SERVER_DIR_ENV}={contract.SERVER_DIR}" in base
-    assert f"COPY gym_compose/ {contract.RUNTIME_ROOT}/gym_compose/" in base
-    assert f"echo {contract.RUNTIME_ROOT} >" in base  # the .pth file that puts the package on sys.path
-    for name in ("server.Dockerfile", "server-requirements.Dockerfile", "server-native.Dockerfile"):
+    assert f"server:x:{uid}:{uid}:" in venv and f"server:x:{uid}:" in venv
+    assert f"echo {contract.RUNTIME_ROOT} >" in venv  # the .pth file that puts the package on sys.path
+    assert f"USER {contract.SERVER_USER}" in changes
+    assert f"WORKDIR {contract.SERVER_DIR}" in changes
+    assert f"{contract.SERVER_DIR_ENV}={contract.SERVER_DIR}" in changes
+    assert f'cp -R "$build/gym_compose" {contract.RUNTIME_ROOT}/' in runtime
+    for name in ("server-native.Dockerfile",):
         text = (REPO / "docker" / name).read_text()
         assert f"COPY server/ {contract.SERVER_DIR}/" in text, name
         users = re.findall(r"^USER (\S+)", text, re.MULTILINE)

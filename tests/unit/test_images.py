@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from gym_compose.engine import debian_base, docker_cli, images
+from gym_compose.engine import debian_base, docker_cli, images, saved_images
 from gym_compose.engine.docker_cli import DockerResult
 from gym_compose.errors import UserError
 
@@ -21,12 +22,15 @@ class FakeEngine:
         self.images: dict[str, dict] = {}
         self.pull_works = pull_works
         self.calls: list[list[str]] = []
-        self.builds: list[dict] = []
+        self.builds: list[dict] = []  # `docker build`s: tag, build args, context files, Dockerfile
+        self.commits: list[dict] = []  # committed containers: tag, parent, command, copied files, changes
+        self.containers: dict[str, dict] = {}
         self._ids = 0
 
-    def add(self, tag: str, labels: dict | None = None) -> None:
+    def add(self, tag: str, labels: dict | None = None, user: str = "", cmd: list[str] | None = None) -> None:
         self._ids += 1
-        self.images[tag] = {"Id": f"sha256:{self._ids:064x}", "Size": 1000 * self._ids, "Config": {"Labels": labels}}
+        self.images[tag] = {"Id": f"sha256:{self._ids:064x}", "Size": 1000 * self._ids,
+                            "Config": {"Labels": labels, "User": user, "Cmd": cmd or ["python3"]}}
 
     def commands(self, name: str) -> list[list[str]]:
         return [call for call in self.calls if call[0] == name]
@@ -50,7 +54,46 @@ class FakeEngine:
         if args[0] == "build":
             self._record_build(args, on_line)
             return DockerResult(tuple(args), 0, "", "")
+        if args[0] in ("create", "cp", "start", "commit", "rm"):
+            return self._container(args, on_line)
+        if args[0] == "save":
+            Path(args[args.index("--output") + 1]).write_text(json.dumps({args[-1]: self.images[args[-1]]}))
+            return DockerResult(tuple(args), 0, "", "")
+        if args[0] == "load":
+            saved = json.loads(Path(args[args.index("--input") + 1]).read_text())
+            self.images.update(saved)
+            return DockerResult(tuple(args), 0, "".join(f"Loaded image: {tag}\n" for tag in saved), "")
         raise AssertionError(f"unexpected docker command {args}")
+
+    def _container(self, args, on_line):
+        if args[0] == "create":
+            name = args[args.index("--name") + 1]
+            rest = args[args.index("--name") + 2:]
+            rest = rest[2:] if rest[0] == "--user" else rest
+            self.containers[name] = {"parent": rest[0], "command": rest[1:], "files": []}
+        elif args[0] == "cp":
+            folder = Path(args[1].removesuffix("/."))
+            name, target = args[2].split(":", 1)
+            self.containers[name]["files"] += sorted(
+                f"{target}/{path.relative_to(folder)}" for path in folder.rglob("*") if path.is_file())
+        elif args[0] == "start":
+            on_line("ran")
+        elif args[0] == "commit":
+            name, tag = args[-2:]
+            changes = [value for flag, value in zip(args, args[1:]) if flag == "--change"]
+            self.commits.append({"tag": tag, **self.containers[name], "changes": changes})
+            parent = (self.images.get(self.containers[name]["parent"]) or {}).get("Config", {})
+            labels, user = dict(parent.get("Labels") or {}), parent.get("User", "")
+            cmd = self.containers[name]["command"] or parent.get("Cmd")  # as docker commit: the container's
+            for change in changes:
+                if change.startswith("LABEL "):
+                    labels.update(pair.split("=", 1) for pair in change.split()[1:])
+                if change.startswith("USER "):
+                    user = change.split()[1]
+                if change.startswith("CMD "):
+                    cmd = json.loads(change[4:])
+            self.add(tag, labels, user, cmd)
+        return DockerResult(tuple(args), 0, "", "")
 
     def _record_build(self, args, on_line):
         tag = args[args.index("--tag") + 1]
@@ -89,7 +132,8 @@ def engine(monkeypatch, tmp_path):
 
     monkeypatch.setattr(debian_base, "_make_rootfs", fake_rootfs)
     monkeypatch.setattr(images, "ensure_wheelhouse", fake_wheelhouse)
-    return fake
+    yield fake
+    saved_images.wait_for_saves()
 
 
 @pytest.fixture
@@ -121,9 +165,12 @@ def test_public_image_is_pulled_and_used_when_the_registry_answers(engine, runti
     assert tag.startswith("gym-compose/base:")
     assert engine.commands("pull") == [["pull", "--quiet", "python:3.11-slim"]]
     assert engine.commands("import") == []
-    (build,) = engine.builds
-    assert build["args"]["PARENT_IMAGE"] == "python:3.11-slim"
-    assert build["args"]["PIP_INSTALL_OPTIONS"] == ""
+    assert engine.builds == []  # no Dockerfile: two committed containers
+    venv, runtime = engine.commits
+    assert venv["parent"] == "python:3.11-slim" and venv["tag"].startswith("gym-compose/base-venv:")
+    assert venv["command"] == ["sh", "/tmp/gym-compose-build/base-venv.sh", "3.11", ""]
+    assert runtime["parent"] == venv["tag"] and runtime["tag"] == tag
+    assert runtime["command"] == ["sh", "/tmp/gym-compose-build/base-runtime.sh"]
     assert any("python:3.11-slim" in line for line in lines)
 
 
@@ -135,11 +182,13 @@ def test_a_failed_pull_takes_the_offline_path_by_itself_and_says_so_in_one_line(
     (imported,) = engine.commands("import")
     debian_tag = imported[-1]
     assert debian_tag.startswith("gym-compose/debian-python:")
-    (build,) = engine.builds
-    assert build["tag"] == tag
-    assert build["args"]["PARENT_IMAGE"] == debian_tag
-    assert build["args"]["PIP_INSTALL_OPTIONS"] == "--no-index"
-    assert "wheels/fastapi-0.110.0-py3-none-any.whl" in build["files"]
+    venv, runtime = engine.commits
+    assert runtime["tag"] == tag
+    assert venv["parent"] == debian_tag
+    assert venv["command"][2:] == ["3.11", "--no-index"]
+    assert "/tmp/gym-compose-build/wheels/fastapi-0.110.0-py3-none-any.whl" in venv["files"]
+    assert f"LABEL io.gym-compose.image=base io.gym-compose.image.parent={debian_tag} " \
+        "io.gym-compose.image.prefix=gym-compose" in runtime["changes"]
     assert set(engine.wheelhouse_requests) == {("fastapi\n", "")}
     path_lines = [line for line in lines if "cannot pull" in line]
     assert len(path_lines) == 1 and "no such host" in path_lines[0] and "offline" in path_lines[0]
@@ -168,7 +217,7 @@ def test_unchanged_base_is_not_rebuilt_and_keeps_its_tag(engine, runtime_require
     first = images.ensure_base_image(progress=lambda line: None)
     second = images.ensure_base_image(progress=lambda line: None)
     assert first == second
-    assert len(engine.builds) == 1
+    assert len(engine.commits) == 2
 
 
 def test_base_tag_changes_with_requirements_and_parent(engine, runtime_requirements):
@@ -182,23 +231,84 @@ def test_base_tag_changes_with_requirements_and_parent(engine, runtime_requireme
 
 def test_base_context_holds_runtime_sources_but_not_host_only_modules(engine, runtime_requirements):
     images.ensure_base_image(progress=lambda line: None)
-    files = engine.builds[0]["files"]
+    prefix = "/tmp/gym-compose-build/"
+    files = [name.removeprefix(prefix) for name in engine.commits[1]["files"]]
     assert "gym_compose/server/__init__.py" in files
     assert "gym_compose/collect/__init__.py" in files
     assert not any(name.startswith(("gym_compose/engine/", "gym_compose/config/")) for name in files)
-    top_level = {name for name in files if name.count("/") == 1}
+    top_level = {name for name in files if name.count("/") == 1 and name.startswith("gym_compose/")}
     assert top_level == {"gym_compose/__init__.py", "gym_compose/errors.py", "gym_compose/contract.py"}
     assert not any("__pycache__" in name for name in files)
 
 
-def test_base_dockerfile_sets_user_workdir_entrypoint_and_venv():
-    text = (images.DOCKER_DIR / "base.Dockerfile").read_text()
-    assert "USER 10001:10001" in text
-    assert "WORKDIR /srv/server" in text
-    assert "PYTHONUNBUFFERED=1" in text
-    assert "PATH=/opt/venv/bin:" in text
-    assert 'CMD ["python", "-m", "gym_compose.server"]' in text
-    assert f"{images.IMAGE_LABEL}.parent=" in text  # read back by the server build
+def test_base_commit_sets_user_workdir_command_and_venv(engine, runtime_requirements):
+    images.ensure_base_image(progress=lambda line: None)
+    changes = engine.commits[-1]["changes"]
+    assert "USER 10001:10001" in changes
+    assert "WORKDIR /srv/server" in changes
+    assert 'CMD ["python", "-m", "gym_compose.server"]' in changes
+    (env,) = [change for change in changes if change.startswith("ENV ")]
+    assert "PYTHONUNBUFFERED=1" in env.split() and "ENV PATH=/opt/venv/bin:" in env
+    assert any(f"{images.IMAGE_LABEL}.parent=python:3.11-slim" in change for change in changes)  # read back
+    venv_config = images.inspect_image(engine.commits[0]["tag"])["Config"]
+    assert venv_config["Cmd"] == ["python3"] and venv_config["User"] == "root"  # the parent's, not the script
+
+
+def test_an_edit_to_the_runtime_package_rebuilds_only_the_runtime_half(engine, runtime_requirements, monkeypatch):
+    first = images.ensure_base_image(progress=lambda line: None)
+    inputs = images.BaseInputs.read()
+    monkeypatch.setattr(images.BaseInputs, "read", classmethod(
+        lambda cls: images.BaseInputs(inputs.venv_script, inputs.runtime_script + "# edited\n", inputs.changes,
+                                      inputs.requirements, inputs.sources)))
+    second = images.ensure_base_image(progress=lambda line: None)
+    assert second != first
+    assert [commit["command"][1].rsplit("/", 1)[-1] for commit in engine.commits] == [
+        "base-venv.sh", "base-runtime.sh", "base-runtime.sh"]
+    assert engine.commits[2]["parent"] == engine.commits[0]["tag"]
+
+
+def test_a_removed_base_is_loaded_from_the_host_cache_without_import_or_build(engine, runtime_requirements,
+                                                                                monkeypatch):
+    monkeypatch.setenv("GYM_COMPOSE_OFFLINE", "1")
+    tag = images.ensure_base_image(progress=lambda line: None)
+    saved_images.wait_for_saves()  # the archive is written in the background
+    assert len(engine.commands("save")) == 1
+    engine.images.clear()  # `docker image prune -a`
+    lines: list[str] = []
+    assert images.ensure_base_image(progress=lines.append) == tag
+    assert images.image_exists(tag)
+    assert len(engine.commands("load")) == 1 and any(line.startswith(f"loaded {tag} from ") for line in lines)
+    assert len(engine.commands("import")) == 1 and len(engine.commits) == 2  # the first build's only
+
+
+def test_a_damaged_archive_is_dropped_and_the_base_rebuilt(engine, runtime_requirements, monkeypatch):
+    from gym_compose.engine.image_settings import ImageSettings
+
+    monkeypatch.setenv("GYM_COMPOSE_OFFLINE", "1")
+    tag = images.ensure_base_image(progress=lambda line: None)
+    saved_images.wait_for_saves()
+    saved_images.archive_path(ImageSettings.from_env(), tag).write_text("{}")  # loads nothing
+    engine.images.clear()
+    assert images.ensure_base_image(progress=lambda line: None) == tag
+    saved_images.wait_for_saves()
+    assert len(engine.commits) == 4 and len(engine.commands("save")) == 2
+
+
+def test_only_the_newest_archives_of_an_image_are_kept(engine, tmp_path, monkeypatch):
+    from gym_compose.engine.image_settings import ImageSettings
+
+    settings = ImageSettings.from_env()
+    tags = [f"gym-compose/base:{index:016x}" for index in range(saved_images.KEEP + 2)]
+    for age, tag in enumerate(tags):
+        engine.add(tag)
+        saved_images.save(settings, tag, lambda line: None)
+        archive = saved_images.archive_path(settings, tag)
+        os.utime(archive, (1000 + age, 1000 + age))
+    engine.add("gym-compose/other:1")
+    saved_images.save(settings, "gym-compose/other:1", lambda line: None)
+    kept = sorted(path.name for path in (settings.cache_dir / "images").iterdir())
+    newest = [saved_images.archive_path(settings, tag).name for tag in tags[-saved_images.KEEP:]]
+    assert kept == sorted([*newest, "gym-compose+other-1.tar"])
 
 
 def test_server_image_copies_files_without_tests_or_caches(engine, runtime_requirements, tmp_path):
@@ -207,12 +317,13 @@ def test_server_image_copies_files_without_tests_or_caches(engine, runtime_requi
     tag = images.ensure_server_image(folder, base, progress=lambda line: None)
 
     assert tag.startswith("gym-compose/tiny_server:")
-    build = engine.builds[-1]
-    assert build["args"]["BASE_IMAGE"] == base
-    assert "server/app.py" in build["files"] and "server/data/rows.jsonl" in build["files"]
-    assert not any("tests" in name or "__pycache__" in name for name in build["files"])
-    assert build["dockerfile"] == images.server_dockerfile(has_requirements=False)
-    assert "pip install" not in build["dockerfile"]
+    assert engine.builds == []  # no requirements: the files copied into a container of the base, committed
+    commit = engine.commits[-1]
+    assert commit["tag"] == tag and commit["parent"] == base and commit["command"] == []
+    assert "/srv/server/app.py" in commit["files"] and "/srv/server/data/rows.jsonl" in commit["files"]
+    assert not any("tests" in name or "__pycache__" in name for name in commit["files"])
+    assert commit["changes"] == [f"LABEL io.gym-compose.image=server io.gym-compose.image.base={base}"]
+    assert images.inspect_image(tag)["Config"]["User"] == "10001:10001"  # the base's, as nothing ran
 
 
 def test_server_tag_ignores_tests_and_caches_but_follows_files_and_base(engine, runtime_requirements, tmp_path):
@@ -222,7 +333,7 @@ def test_server_tag_ignores_tests_and_caches_but_follows_files_and_base(engine, 
     (folder / "tests" / "test_more.py").write_text("x = 2\n")
     (folder / "__pycache__" / "other.pyc").write_bytes(b"1")
     assert images.ensure_server_image(folder, base, progress=lambda line: None) == first
-    assert len(engine.builds) == 2
+    assert len(engine.commits) == 3  # the base's two and the server's one
 
     (folder / "data" / "rows.jsonl").write_text('{"q": 2}\n')
     changed = images.ensure_server_image(folder, base, progress=lambda line: None)
@@ -239,10 +350,15 @@ def test_offline_server_requirements_come_from_a_host_wheelhouse_pinned_to_the_r
     folder = make_implementation(tmp_path, requirements="nemo-gym[dev] @ ../../\n# pinned\nsympy==1.13\n")
     images.ensure_server_image(folder, base, progress=lambda line: None)
 
-    build = engine.builds[-1]
-    assert build["args"]["PIP_INSTALL_OPTIONS"] == "--no-index"
-    assert build["dockerfile"] == images.server_dockerfile(has_requirements=True)
-    assert any(name.startswith("wheels/") for name in build["files"])
+    assert engine.builds == []  # one container: the files, then server-requirements.sh; committed
+    commit = engine.commits[-1]
+    assert commit["parent"] == base
+    assert commit["command"] == ["sh", "/tmp/gym-compose-build/server-requirements.sh", "--no-index"]
+    assert "/tmp/gym-compose-build/wheels/fastapi-0.110.0-py3-none-any.whl" in commit["files"]
+    assert "/tmp/gym-compose-build/requirements.txt" in commit["files"] and "/srv/server/app.py" in commit["files"]
+    assert "USER 10001:10001" in commit["changes"]  # the script ran as root; the image runs as the base's user
+    config = images.inspect_image(commit["tag"])["Config"]
+    assert config["Cmd"] == ["python", "-m", "gym_compose.server"]  # the base's, not the script
     requirements, constraints = engine.wheelhouse_requests[-1]
     assert requirements == "sympy==1.13\n"
     assert "fastapi==0.110.0" in constraints
@@ -338,3 +454,47 @@ def test_a_clash_between_dependencies_is_not_taken_for_a_missing_wheel():
              "    google-ai-generativelanguage 0.6.6 depends on protobuf!=3.20.0, <5.0.0dev and >=3.19.5\n"
              "    google-api-core 2.44.0 depends on protobuf<8.0.0 and >=6.33.5\n")
     assert _missing_distribution(clash) is None
+
+
+def test_a_failing_build_script_names_its_last_lines_and_leaves_no_container(engine, runtime_requirements,
+                                                                             monkeypatch):
+    from gym_compose.engine import committed_image
+
+    def failing(args, **kwargs):
+        if args[0] == "start":
+            for line in ("Processing /tmp/wheels/fastapi", "ERROR: No matching distribution found for orjson"):
+                kwargs["on_line"](line)
+            return DockerResult(tuple(args), 1, "", "")
+        return engine(args, **kwargs)
+
+    monkeypatch.setattr(docker_cli, "run_docker", failing)
+    with pytest.raises(UserError, match=r"(?s)base-venv\.sh.*exited 1.*No matching distribution found for orjson"):
+        images.ensure_base_image(progress=lambda line: None)
+    created = [call[call.index("--name") + 1] for call in engine.commands("create")]
+    removed = [call[-1] for call in engine.commands("rm")]
+    assert created == removed and engine.commits == []
+    assert committed_image.STAGING == "/tmp/gym-compose-build"  # where base-venv.sh looks
+    assert f"build={committed_image.STAGING}" in (images.DOCKER_DIR / "base-venv.sh").read_text()
+
+
+def test_without_a_registry_a_saved_offline_base_is_loaded_before_any_pull(engine, runtime_requirements):
+    engine.pull_works = False
+    tag = images.ensure_base_image(progress=lambda line: None)
+    saved_images.wait_for_saves()
+    engine.images.clear()
+    assert images.ensure_base_image(progress=lambda line: None) == tag
+    assert len(engine.commands("pull")) == 1 and len(engine.commands("load")) == 1  # the first call's pull only
+
+
+def test_the_default_sandbox_image_is_one_committed_container_with_its_user_and_workdir(engine, runtime_requirements):
+    from gym_compose.engine.sandbox_images import ensure_default_sandbox_image
+
+    base = images.ensure_base_image(progress=lambda line: None)
+    tag = ensure_default_sandbox_image(base, progress=lambda line: None)
+    assert engine.builds == []
+    commit = engine.commits[-1]
+    assert commit["tag"] == tag and commit["parent"] == base
+    assert commit["command"] == ["sh", "/tmp/gym-compose-build/sandbox.sh"]
+    assert commit["changes"] == ["ENV HOME=/work", "USER 10002:10002", "WORKDIR /work", 'CMD ["/bin/sh"]',
+                                 f"LABEL io.gym-compose.image=sandbox io.gym-compose.image.base={base}"]
+    assert ensure_default_sandbox_image(base, progress=lambda line: None) == tag and len(engine.commits) == 3

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.engine import images, native_build
+from gym_compose.engine import images, native_build, saved_images
 from gym_compose.errors import UserError
 from tests.unit.test_images import FakeEngine, make_implementation  # noqa: F401 - fixtures below
 
@@ -73,7 +73,8 @@ def offline_engine(monkeypatch, tmp_path):
     monkeypatch.setattr(debian_base, "_make_rootfs", fake_rootfs)
     monkeypatch.setattr(images, "ensure_wheelhouse", fake_wheelhouse)
     monkeypatch.setattr(images, "ensure_native_sources", fake_sources)
-    return fake
+    yield fake
+    saved_images.wait_for_saves()  # the base's archive is written in the background
 
 
 def test_an_offline_native_build_compiles_in_the_debian_build_image_with_every_input_in_the_context(

@@ -201,3 +201,17 @@ def test_timeouts_must_be_seconds(roots, value):
     config = {**weather_config(), "server_spinup_timeout_seconds": value}
     with pytest.raises(UserError, match="server_spinup_timeout_seconds"):
         plan_stack(config, roots)
+
+
+def test_templates_are_parsed_once_and_each_caller_gets_its_own_copy():
+    """load_template caches the parse (libyaml when present): the same data as PyYAML's own
+    parser, and a caller that changes its copy changes no one else's."""
+    import yaml
+
+    from gym_compose.render import TEMPLATES_DIR, load_template
+
+    for path in sorted(TEMPLATES_DIR.glob("*.yaml")):
+        assert load_template(path.stem) == (yaml.safe_load(path.read_text()) or {})
+    first = load_template("server")
+    first["healthcheck"]["interval"] = "changed"
+    assert load_template("server")["healthcheck"]["interval"] != "changed"

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import base64
-from typing import Any, Optional
+from typing import Any
 
-import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from gym_compose.server.context import ServerConfigError, instance_block
 from gym_compose.server.protocol import ResponseCreateParams
+from gym_compose.server.task_header import TASK_HEADER, decode_task_header, task_header
+
+__all__ = ["TASK_HEADER", "decode_task_header", "task_header"]  # their home is task_header.py
 from gym_compose.server.web import json_response, read_json_object, validation_error_response
 
 # Built once: building a TypeAdapter costs ~0.1 ms (validating with it 0.5 µs), asked on every rollout.
 _BOOL = TypeAdapter(bool)
-
-TASK_HEADER = "x-gym-task"
 
 
 class RowError(Exception):
@@ -94,30 +93,6 @@ def global_config_of(server: Any) -> dict[str, Any]:
     """The whole config a server was started with (through its peer client)."""
     config = getattr(getattr(server, "server_client", None), "global_config", None)
     return config if isinstance(config, dict) else {}
-
-
-def task_header(row: dict[str, Any], send: bool = True) -> dict[str, str]:
-    """The row's task fields (everything but the create params), for the mock model's oracle mode.
-
-    Callers pass `send=model_reads_task_header(...)`: only a mock_model (directly or behind an
-    openai_model with `forward_task_header: true`) gets it.
-    """
-    if not send:
-        return {}
-    task = {key: value for key, value in row.items() if key != "responses_create_params"}
-    if not task:
-        return {}
-    return {TASK_HEADER: base64.urlsafe_b64encode(orjson.dumps(task)).decode("ascii")}
-
-
-def decode_task_header(value: Optional[str]) -> dict[str, Any]:
-    if not value:
-        return {}
-    try:
-        task = orjson.loads(base64.urlsafe_b64decode(value.encode("ascii")))
-    except (ValueError, orjson.JSONDecodeError):
-        return {}
-    return task if isinstance(task, dict) else {}
 
 
 def as_input_list(params_input: Any) -> list[Any]:

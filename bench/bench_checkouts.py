@@ -1,0 +1,142 @@
+"""Two checkouts side by side (before and after a change), runs interleaved: warm starts and
+`eval run --no-serve` (docs/performance.md).
+
+    git worktree add --detach /tmp/before main
+    .venv/bin/python bench/bench_checkouts.py /tmp/before . [--starts 4] [--runs 4] [--rows 500]
+
+Each checkout runs its own code with this venv's packages (`python -m gym_compose` from the
+checkout's folder) and builds its own images. Per warm start (`up -d`, then `down`, untimed): the
+wall time, the CLI's CPU with its docker/compose children, and the containers' CPU when `up`
+returns (their start to healthy). Per eval run (each checkout against its own stack, 500 rows at
+32): the wall time, when the first rollout was written, and the wall time less the collection
+(rows / the collector's rollouts/s). Prints each run and the medians with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import container_seconds  # noqa: E402  (bench/machine.py)
+
+REPO = Path(__file__).resolve().parents[1]
+SELECTOR = ["--resources-server", "example_single_tool_call"]
+ROWS = REPO / "server_images" / "example_single_tool_call" / "data" / "example.jsonl"
+
+
+def gym_compose(tree: Path, *args: str, cwd: Path | None = None, check: bool = True) -> None:
+    result = subprocess.run([sys.executable, "-m", "gym_compose", *args], cwd=cwd or tree, capture_output=True,
+                            text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(tree)})
+    if check and result.returncode != 0:
+        sys.exit(f"`gym-compose {' '.join(args)}` in {tree} failed:\n{result.stderr[-3000:]}")
+
+
+def project_containers(project: str) -> list[str]:
+    listing = ["docker", "ps", "-q", "--no-trunc", "--filter", f"label=com.docker.compose.project={project}"]
+    return subprocess.run(listing, capture_output=True, text=True, timeout=60).stdout.split()
+
+
+def warm_start(tree: Path, project: str, port: str) -> tuple[float, float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    gym_compose(tree, "up", "-d", "-p", project, "--head-port", port, *SELECTOR)
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    servers = sum(container_seconds(c) or 0.0 for c in project_containers(project))
+    gym_compose(tree, "down", "-p", project)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, servers
+
+
+def eval_run(tree: Path, project: str, port: str, rows: Path, work: Path, name: str) -> tuple[float, float, float]:
+    results = work / "results"
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gym_compose", "eval", "run", "--no-serve", "-p", project, "--head-port", port,
+         *SELECTOR, "--input", str(rows), "--run-name", name, "--results-dir", str(results),
+         "--num-samples-in-parallel", "32"],
+        cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(tree)})
+    first = float("nan")
+    while process.poll() is None:
+        if first != first:
+            written = next(results.glob(f"{name}-*/rollouts.jsonl"), None)
+            if written is not None and written.stat().st_size > 0:
+                first = time.monotonic() - started
+        time.sleep(0.01)
+    wall = time.monotonic() - started
+    _, stderr = process.communicate()
+    if process.returncode != 0:
+        sys.exit(f"eval run in {tree} failed:\n{stderr[-3000:]}")
+    (run_dir,) = results.glob(f"{name}-*")
+    rate = json.loads((run_dir / "progress.json").read_text())["rollouts_per_second"]
+    total = sum(1 for line in rows.read_text().splitlines() if line.strip())
+    return wall, first, wall - total / rate
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--starts", type=int, default=4, help="warm starts of each, interleaved")
+    parser.add_argument("--runs", type=int, default=4, help="eval runs of each, interleaved")
+    parser.add_argument("--rows", type=int, default=500)
+    args = parser.parse_args()
+    trees = {"before": args.before.resolve(), "after": args.after.resolve()}
+    ports = {"before": "11096", "after": "11097"}
+    projects = {name: f"gym-compose-bench-{name}" for name in trees}
+    for name, tree in trees.items():
+        gym_compose(tree, "down", "-p", projects[name], check=False)
+
+    starts: dict[str, list[tuple[float, float, float]]] = {name: [] for name in trees}
+    for attempt in range(args.starts):
+        for name, tree in trees.items():
+            starts[name].append(warm_start(tree, projects[name], ports[name]))
+            wall, cli, servers = starts[name][-1]
+            print(f"warm start {attempt + 1} {name}: {wall:.2f} s, CLI CPU {cli:.2f} s, containers' CPU at healthy "
+                  f"{servers:.2f} s; load {load()}", flush=True)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-checkouts-"))
+    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
+    rows = work / "rows.jsonl"
+    rows.write_text("\n".join(lines[i % len(lines)] for i in range(args.rows)) + "\n")
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in trees}
+    try:
+        if args.runs:
+            for name, tree in trees.items():
+                gym_compose(tree, "up", "-d", "-p", projects[name], "--head-port", ports[name], *SELECTOR)
+        for attempt in range(args.runs):
+            for name, tree in trees.items():
+                runs[name].append(eval_run(tree, projects[name], ports[name], rows, work, f"{name}{attempt}"))
+                wall, first, fixed = runs[name][-1]
+                print(f"eval run {attempt + 1} {name}: {wall:.2f} s, first rollout {first:.2f} s, less the collection "
+                      f"{fixed:.2f} s; load {load()}", flush=True)
+    finally:
+        for name, tree in trees.items():
+            gym_compose(tree, "down", "-p", projects[name], check=False)
+
+    def med(values: list[tuple[float, ...]], index: int) -> str:
+        return f"{statistics.median(v[index] for v in values):.2f}" if values else "-"
+
+    print()
+    for name in trees:
+        print(f"{name}: warm start {med(starts[name], 0)} s (CLI CPU {med(starts[name], 1)} s, containers' CPU "
+              f"{med(starts[name], 2)} s); eval run {med(runs[name], 0)} s, first rollout {med(runs[name], 1)} s, "
+              f"less the collection {med(runs[name], 2)} s (medians)")
+    print(f"load average at the end: {load()}")
+
+
+if __name__ == "__main__":
+    main()

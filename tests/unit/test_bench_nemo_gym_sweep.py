@@ -1,0 +1,99 @@
+"""bench/bench_nemo_gym_servers.py: which config the sweep passes with a server's example rows,
+and the exclusions it decides before running a server."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import bench_nemo_gym_servers as sweep  # noqa: E402
+
+
+def agent_block(name: str, resources_server: str) -> str:
+    return (f"{name}:\n  responses_api_agents:\n    simple_agent:\n      entrypoint: app.py\n"
+            f"      resources_server: {{type: resources_servers, name: {resources_server}}}\n")
+
+
+def server(tmp_path: Path, name: str, flavors: dict[str, list[str]], row_agent: str | None) -> Path:
+    folder = tmp_path / "resources_servers" / name
+    (folder / "configs").mkdir(parents=True)
+    (folder / "data").mkdir()
+    (folder / "app.py").write_text("")
+    for flavor, agents in flavors.items():
+        text = f"{flavor}_rs:\n  resources_servers:\n    {name}:\n      entrypoint: app.py\n"
+        text += "".join(agent_block(agent, f"{flavor}_rs") for agent in agents)
+        (folder / "configs" / f"{flavor}.yaml").write_text(text)
+    row = {"responses_create_params": {"input": "hi"}}
+    if row_agent:
+        row["agent_ref"] = {"type": "responses_api_agents", "name": row_agent}
+    (folder / "data" / "example.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    return folder
+
+
+def test_the_flavor_that_defines_the_rows_agent_is_chosen_as_a_nemo_gym_user_would(tmp_path):
+    # format_verification: the alphabetically first flavor (citation_format) lacks the rows' agent
+    folder = server(tmp_path, "format_verification",
+                    {"citation_format": ["citation_format_simple_agent"],
+                     "freeform_formatting": ["freeform_formatting_simple_agent"]},
+                    "freeform_formatting_simple_agent")
+    assert sweep.selector(folder) == "format_verification/freeform_formatting"
+
+
+def test_the_servers_own_config_wins_when_it_defines_the_rows_agent(tmp_path):
+    folder = server(tmp_path, "thing", {"a_other": ["thing_agent"], "thing": ["thing_agent"]}, "thing_agent")
+    assert sweep.selector(folder) == "thing"
+
+
+def test_without_a_flavor_defining_the_rows_agent_the_old_choice_stands(tmp_path):
+    # the servers own config first, else the first flavor; agent_override re-routes later
+    own = server(tmp_path, "own", {"b": ["b_agent"], "own": ["own_agent"]}, "simple_agent")
+    assert sweep.selector(own) == "own"
+    flavored = server(tmp_path, "flavored", {"b": ["b_agent"], "a": ["a_agent"]}, None)
+    assert sweep.selector(flavored) == "flavored/a"
+
+
+def test_rows_naming_another_agent_of_a_one_agent_config_are_re_routed(tmp_path):
+    folder = server(tmp_path, "solo", {"solo": ["solo_simple_agent"]}, "simple_agent")
+    config = {"solo_rs": {"resources_servers": {"solo": {}}},
+              "solo_simple_agent": {"responses_api_agents": {"simple_agent": {}}}}
+    assert sweep.agent_override(config, folder / "data" / "example.jsonl") == ["++agent_name=solo_simple_agent"]
+    config["solo_simple_agent_2"] = {"responses_api_agents": {"simple_agent": {}}}
+    assert sweep.agent_override(config, folder / "data" / "example.jsonl") == []
+
+
+def test_tabled_exclusions_give_their_reason_before_anything_runs(tmp_path):
+    config = {"x": {"resources_servers": {"x": {}}}}
+    for name, word in (("scicode", "test_data.h5"), ("wordle", "guesses.txt"), ("grl_tetris", "model that plays"),
+                       ("spider2_lite", "Google Drive"), ("rolemrc", "torch")):
+        folder = tmp_path / name
+        folder.mkdir()
+        why = sweep.exclusion(folder, config)
+        assert why and word in why, (name, why)
+
+
+def test_a_run_past_its_timeout_is_stopped_with_its_children(tmp_path):
+    # `up` starts `docker build`; the sweep once killed `up` alone and the build ran on, orphaned
+    script = f"sleep 30 & echo $! > {tmp_path}/child; echo started; wait"
+    returncode, output = sweep.run_bounded(["sh", "-c", script], tmp_path, timeout=2)
+    assert returncode is None
+    assert "started" in output
+    child = int((tmp_path / "child").read_text())
+    # a process closes its files (the pipe) before it is a zombie: give its exit a moment
+    deadline = time.monotonic() + 10
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_run_within_its_timeout_gives_its_status_and_output(tmp_path):
+    assert sweep.run_bounded(["sh", "-c", "echo out; echo err >&2; exit 3"], tmp_path, timeout=30) == (3, "out\nerr\n")
