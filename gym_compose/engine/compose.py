@@ -37,6 +37,7 @@ __all__ = ["ComposeProject", "Leftovers", "ServiceState", "StackCheck", "StackNo
 WAIT_POLL_SECONDS = 0.25  # one `docker ps`: ~10 ms of CPU a poll
 UP_TIMEOUT_SECONDS = 300
 PORT_TAKEN = ("port is already allocated", "address already in use")
+NETWORK_DETACH_WAIT_S = 15
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ class ComposeProject:
             if after.containers:
                 run_docker(["rm", "--force", *after.containers], timeout=120, check=False)
             for network in after.networks:
-                run_docker(["network", "rm", network], timeout=60, check=False)
+                self._remove_network(network)
             for volume in after.volumes:
                 run_docker(["volume", "rm", "--force", volume], timeout=60, check=False)
             after = self.leftovers()
@@ -198,6 +199,17 @@ class ComposeProject:
                 f"then run `gym-compose down -p {self.name}` again",
             )
         return before
+
+    def _remove_network(self, network: str) -> None:
+        """`network rm`, asked again for a few seconds while the engine says the network still has
+        active endpoints: Engine 20.10 detaches a removed container's endpoint after `rm` (and
+        Compose's down) returned, so the first removal can race it."""
+        deadline = self.clock.monotonic() + NETWORK_DETACH_WAIT_S
+        while True:
+            result = run_docker(["network", "rm", network], timeout=60, check=False)
+            if result.ok or "active endpoints" not in result.stderr or self.clock.monotonic() >= deadline:
+                return
+            self.clock.sleep(0.5)
 
 
 def ensure_volume(name: str, label: str) -> None:

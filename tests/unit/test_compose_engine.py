@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.compose import ComposeProject
+from gym_compose.engine.compose import NETWORK_DETACH_WAIT_S, ComposeProject
 from gym_compose.engine.postmortem import describe_exit
 from gym_compose.errors import UserError
 
@@ -31,6 +31,17 @@ def engine(tmp_path, monkeypatch):
         return lambda: log.read_text().splitlines() if log.exists() else []
 
     return install
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def ps_row(service: str, state: str, exit_code: int = 0, one_off: bool = False, health: str = "") -> str:
@@ -59,8 +70,22 @@ def test_down_that_leaves_something_behind_fails_naming_it(engine):
 *"network ls --filter label=com.docker.compose.project=p"*) echo p_gym ;;
 "network rm p_gym") echo "Error response from daemon: error while removing network: network p_gym has active endpoints" >&2; exit 1 ;;
 """)
+    clock = FakeClock()
     with pytest.raises(UserError, match="not fully removed; still there: networks p_gym"):
-        ComposeProject("p").down()
+        ComposeProject("p", clock=clock).down()
+    assert clock.now >= NETWORK_DETACH_WAIT_S  # asked again for the engine's detach time, then gave up
+
+
+def test_down_asks_again_while_a_removed_containers_endpoint_is_still_detaching(engine, tmp_path):
+    tries = tmp_path / "tries"
+    calls = engine(f"""
+*"network ls --filter label=io.gym-compose.project=p"*) [ "$(cat {tries} 2>/dev/null)" = xxx ] || echo p_sbx ;;
+"network rm p_sbx") echo -n x >> {tries}; [ "$(cat {tries})" = xxx ] && exit 0
+  echo "Error response from daemon: error while removing network: network p_sbx id 8b88 has active endpoints" >&2; exit 1 ;;
+""")
+    clock = FakeClock()
+    ComposeProject("p", clock=clock).down()
+    assert calls().count("network rm p_sbx") == 3 and clock.now == 1.0
 
 
 def test_check_stack_names_dead_missing_and_paused_servers_and_ignores_the_collector(engine):
