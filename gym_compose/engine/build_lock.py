@@ -1,11 +1,15 @@
-"""A lock file so that two gym-compose processes never build the same image or cache at once."""
+"""A lock file so that two gym-compose processes never build the same image or cache at once, and
+the marker that says a cache folder was written to the end."""
 
 from __future__ import annotations
 
 import fcntl
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+COMPLETE_MARKER = ".complete"
 
 
 @contextmanager
@@ -18,3 +22,12 @@ def file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def publish_complete(staging: Path, folder: Path) -> None:
+    """Marks `staging` complete and moves it into `folder`'s place (replacing an incomplete one):
+    readers use a cache folder only when it holds the marker."""
+    (staging / COMPLETE_MARKER).write_text("")
+    if folder.exists():
+        shutil.rmtree(folder)
+    staging.rename(folder)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.build_lock import COMPLETE_MARKER, file_lock, publish_complete
 from gym_compose.engine.image_hash import ContentHash
 from gym_compose.engine.image_settings import ImageSettings, PythonPlatform
 from gym_compose.errors import UserError
@@ -37,7 +37,6 @@ NATIVE_ENV = "native-build.env"
 NATIVE_PREPARE = "native-prepare.sh"
 IMAGE_SETUP = "image_setup.py"
 PIP_TIMEOUT_S = 900
-_COMPLETE_MARKER = ".complete"
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -78,9 +77,9 @@ def ensure_native_sources(requirements: str, cache_dir: Path, progress: Callable
     """The sdists of `requirements` (downloaded into the cache once) and their build/runtime needs."""
     key = ContentHash().add_text("native-requirements", requirements).hexdigest()
     folder = cache_dir / "sdists" / key
-    if not (folder / _COMPLETE_MARKER).exists():
+    if not (folder / COMPLETE_MARKER).exists():
         with file_lock(cache_dir / "locks" / f"sdists-{key}.lock"):
-            if not (folder / _COMPLETE_MARKER).exists():
+            if not (folder / COMPLETE_MARKER).exists():
                 _download_sdists(requirements, folder, progress)
     sdists = sorted(path for path in folder.iterdir() if path.name.endswith((".tar.gz", ".tgz")))
     build_requires: list[str] = []
@@ -138,10 +137,7 @@ def _download_sdists(requirements: str, folder: Path, progress: Callable[[str], 
             raise UserError(f"pip could not download the sources of {', '.join(names)}:\n{tail}",
                             hint="check the lines of native-requirements.txt and that PyPI is reachable")
         (staging / "requirements.txt").unlink()
-        (staging / _COMPLETE_MARKER).write_text("")
-        if folder.exists():
-            shutil.rmtree(folder)
-        staging.rename(folder)
+        publish_complete(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -169,9 +165,9 @@ def build_sdist_wheel(requirement: str, platform: PythonPlatform, cache_dir: Pat
     builder = ensure_debian_wheel_build_image(settings, progress, platform.suite)
     key = ContentHash().add_text("requirement", requirement).add_text("builder", builder).hexdigest()
     folder = cache_dir / "built-wheels" / key
-    if not (folder / _COMPLETE_MARKER).exists():
+    if not (folder / COMPLETE_MARKER).exists():
         with file_lock(cache_dir / "locks" / f"built-wheels-{key}.lock"):
-            if not (folder / _COMPLETE_MARKER).exists():
+            if not (folder / COMPLETE_MARKER).exists():
                 _compile_wheel(requirement, platform, builder, folder, cache_dir, progress, ensure_wheelhouse)
     wheels = sorted(folder.glob("*.whl"))
     if len(wheels) != 1:
@@ -187,8 +183,8 @@ def _compile_wheel(requirement: str, platform: PythonPlatform, builder: str, fol
     try:
         source = staging / "src"
         _download_sdists(requirement + "\n", source, progress)
-        (sdist,) = [path for path in source.iterdir() if path.name != _COMPLETE_MARKER]
-        (source / _COMPLETE_MARKER).unlink()
+        (sdist,) = [path for path in source.iterdir() if path.name != COMPLETE_MARKER]
+        (source / COMPLETE_MARKER).unlink()
         build_requires, _ = read_sdist_requirements(sdist)
         build_text = "".join(f"{line}\n" for line in build_requires)
         (staging / "build-requirements.txt").write_text(build_text)
@@ -213,9 +209,6 @@ def _compile_wheel(requirement: str, platform: PythonPlatform, builder: str, fol
         keep.mkdir()
         for wheel in wheels:
             shutil.move(str(wheel), keep / wheel.name)
-        (keep / _COMPLETE_MARKER).write_text("")
-        if folder.exists():
-            shutil.rmtree(folder)
-        keep.rename(folder)
+        publish_complete(keep, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gym_compose.engine import native_build
-from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.build_lock import COMPLETE_MARKER, file_lock, publish_complete
 from gym_compose.engine.image_hash import ContentHash
 from gym_compose.engine.image_settings import LEAN_PLATFORM, PythonPlatform, machine_arch
 from gym_compose.errors import UserError
@@ -25,7 +25,6 @@ from gym_compose.errors import UserError
 PIP_TIMEOUT_S = 900
 MAX_SDIST_BUILDS = 20
 MAX_RELEASED_ROUNDS = 20
-_COMPLETE_MARKER = ".complete"
 _MISSING_DISTRIBUTION = re.compile(r"satisfies the requirement (\S+)")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # The causes of a conflict, one line each. With --only-binary, a dependency that ships only an
@@ -88,10 +87,10 @@ def ensure_wheelhouse(
         digest.add_text("release-clashes", "yes").add_text("resolve-with", resolve_with)
     key = digest.hexdigest()
     wheelhouse = cache_dir / "wheels" / key
-    if (wheelhouse / _COMPLETE_MARKER).exists():
+    if (wheelhouse / COMPLETE_MARKER).exists():
         return wheelhouse
     with file_lock(cache_dir / "locks" / f"wheels-{key}.lock"):
-        if (wheelhouse / _COMPLETE_MARKER).exists():
+        if (wheelhouse / COMPLETE_MARKER).exists():
             return wheelhouse
         progress(f"wheelhouse: downloading wheels for {_describe(requirements)} (python {platform.python})")
         wheelhouse.parent.mkdir(parents=True, exist_ok=True)
@@ -108,10 +107,7 @@ def ensure_wheelhouse(
                 progress(f"wheelhouse: the runtime's pins of {', '.join(sorted(released))} clash with these "
                          "requirements; their own versions are kept")
             progress(f"wheelhouse: {len(list(staging.glob('*.whl')))} wheels in {time.monotonic() - started:.1f} s")
-            (staging / _COMPLETE_MARKER).write_text("")
-            if wheelhouse.exists():
-                shutil.rmtree(wheelhouse)
-            staging.rename(wheelhouse)
+            publish_complete(staging, wheelhouse)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return wheelhouse
