@@ -15,6 +15,7 @@ from gym_compose.engine import docker_cli
 from gym_compose.engine.compose import NETWORK_DETACH_WAIT_S, ComposeProject
 from gym_compose.engine.postmortem import describe_exit
 from gym_compose.errors import UserError
+from tests.fakes.clock import FakeClock
 
 
 @pytest.fixture
@@ -31,17 +32,6 @@ def engine(tmp_path, monkeypatch):
         return lambda: log.read_text().splitlines() if log.exists() else []
 
     return install
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def ps_row(service: str, state: str, exit_code: int = 0, one_off: bool = False, health: str = "") -> str:

@@ -17,20 +17,10 @@ from gym_compose.engine import docker_cli
 from gym_compose.engine.compose import WAIT_POLL_SECONDS, ComposeProject
 from gym_compose.engine.target import StackNotHealthy
 from gym_compose.errors import UserError
+from tests.fakes.clock import FakeClock
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "engine"
 PROJECT = "rec-31447"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def listed(frame_text: str) -> str:
