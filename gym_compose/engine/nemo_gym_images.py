@@ -15,11 +15,7 @@ from pathlib import Path
 
 from gym_compose.contract import NEMO_GYM_SEARCH_ROOT
 from gym_compose.engine import docker_cli
-from gym_compose.engine.build_context import BuildContext as _build_context
-from gym_compose.engine.build_context import copy_files as _copy_files
-from gym_compose.engine.build_context import image_exists, image_name
-from gym_compose.engine.build_context import link_wheels as _link_wheels
-from gym_compose.engine.build_lock import file_lock
+from gym_compose.engine.build_context import BuildContext, build_lock, copy_files, image_exists, image_name, link_wheels
 from gym_compose.engine.debian_base import ensure_nemo_gym_python_image
 from gym_compose.engine.image_build import build_image, inspect_image
 from gym_compose.engine.image_hash import ContentHash, tree_files
@@ -31,8 +27,8 @@ from gym_compose.engine.images import (
     PACKAGE_DIR,
     PULL_TIMEOUT_S,
     SERVER_SKIPPED,
+    is_offline_base,
 )
-from gym_compose.engine.images import is_offline_base as _is_offline_base
 from gym_compose.engine.server_requirements import server_requirements, shadowing_pins
 from gym_compose.engine.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
@@ -49,7 +45,7 @@ PUBLIC_PARENT = "python:3.13-slim"
 def ensure_nemo_gym_runtime_image(base_tag: str, progress: Progress = print) -> str:
     """Tag of `gym-compose/nemo-gym-runtime:<hash>`; offline exactly when the lean base is."""
     settings = ImageSettings.from_env()
-    offline = _is_offline_base(base_tag, settings)
+    offline = is_offline_base(base_tag, settings)
     requirements = RUNTIME_REQUIREMENTS.read_text()
     parent = _parent(settings, offline, progress)
     parent_image = inspect_image(parent)
@@ -69,17 +65,17 @@ def ensure_nemo_gym_runtime_image(base_tag: str, progress: Progress = print) -> 
     if image_exists(tag):
         progress(f"NeMo Gym runtime image {tag} is up to date")
         return tag
-    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"), _build_context(settings) as context:
+    with build_lock(settings, tag), BuildContext(settings) as context:
         if image_exists(tag):
             return tag
         progress(f"building NeMo Gym runtime image {tag} (nemo-gym and its dependencies, once for all servers)")
         (context / "wheels").mkdir()
         if offline:
             wheels = ensure_wheelhouse(requirements, settings.cache_dir, progress, platform=NEMO_GYM_PLATFORM)
-            _link_wheels(wheels, context / "wheels")
+            link_wheels(wheels, context / "wheels")
         (context / "Dockerfile").write_text(dockerfile)
         (context / "requirements.txt").write_text(requirements)
-        _copy_files(PACKAGE_DIR, sources, context / "gym_compose")
+        copy_files(PACKAGE_DIR, sources, context / "gym_compose")
         build_args = {"PARENT_IMAGE": parent, "PIP_INSTALL_OPTIONS": OFFLINE_PIP_OPTIONS if offline else ""}
         build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
     return tag
@@ -107,7 +103,7 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
     if image_exists(tag):
         progress(f"server image {tag} is up to date (NeMo Gym runtime)")
         return tag
-    with file_lock(settings.cache_dir / "locks" / f"{image_name(tag)}.lock"), _build_context(settings) as context:
+    with build_lock(settings, tag), BuildContext(settings) as context:
         if image_exists(tag):
             return tag
         (context / "wheels").mkdir()
@@ -119,13 +115,13 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
                                     find_links=(runtime,), platform=NEMO_GYM_PLATFORM, release_clashes=True,
                                     resolve_with=runtime_requirements)
             shadow = shadowing_pins(pinned_versions(own), pinned_versions(runtime))
-            _link_wheels(own, context / "wheels")
+            link_wheels(own, context / "wheels")
         progress(f"building server image {tag} (NeMo Gym runtime){_describe_shadow(shadow)}")
         (context / "Dockerfile").write_text(dockerfile)
         (context / "requirements.txt").write_text(requirements)
         (context / "shadow.txt").write_text("".join(f"{pin}\n" for pin, _ in shadow.values()))
         for target, folder in folders.items():
-            _copy_files(folder, files[target], context / "gym" / target)
+            copy_files(folder, files[target], context / "gym" / target)
         build_args = {
             "RUNTIME_IMAGE": runtime_tag,
             "SERVER_DIR": f"{NEMO_GYM_SEARCH_ROOT}/{server_type}/{implementation_dir.name}",
