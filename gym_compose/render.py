@@ -46,7 +46,11 @@ from gym_compose.service_spec import GpuRequest, Limits, Mount, Overrides, Probe
 TEMPLATES_DIR = PROJECT_ROOT / "compose_templates"
 NETWORK = "gym"
 COMPOSE_FILE = "compose.yaml"
-NEMO_GYM_MEMORY = "1g"  # default memory limit of a server on the NeMo Gym runtime
+# Default limits of a server on the NeMo Gym runtime. NeMo Gym starts a Ray cluster in every server
+# that does not declare `ray_enabled = False`; on 2 CPUs that cluster alone is ~420 processes and
+# threads and ~740 MB. Under the lean runtime's 256 pids Ray's dashboard cannot start its modules,
+# ray.init waits 60 s for it and then may give up on the raylet (docs/nemo-gym-runtime.md).
+NEMO_GYM_LIMITS = {"mem_limit": "2g", "pids_limit": 4096}
 
 
 @dataclass(frozen=True)
@@ -186,8 +190,7 @@ def _server_service(
     environment.update(service.overrides.environment)
     spec["environment"] = environment
     if service.runtime == NEMO_GYM:
-        # the real nemo_gym imports far more than the lean runtime (openai, mlflow, ray's client ...)
-        spec["mem_limit"] = NEMO_GYM_MEMORY
+        spec.update(NEMO_GYM_LIMITS)
     spec.update(limit_fields(service.limits))
     spec.update(override_fields(service.overrides))
     return spec

@@ -145,6 +145,19 @@ def test_docker_block_overrides_limits_and_publishes(roots):
     assert service["ports"] == ["127.0.0.1:11001:8000"]
 
 
+def test_a_nemo_gym_runtime_server_gets_room_for_ray_unless_its_block_says_otherwise(roots):
+    config = weather_config()
+    impl = config["weather"]["resources_servers"]["weather_impl"]
+    impl["docker"] = {"runtime": "nemo_gym"}
+    services = compose_model(plan_stack(config, roots), IMAGES)["services"]
+    # NeMo Gym starts a Ray cluster in such a server: ~420 pids, far past the lean 256
+    assert services["weather"]["pids_limit"] >= 1024 and services["weather"]["mem_limit"] == "2g"
+    assert services["weather-env"]["pids_limit"] == 256  # the lean servers keep theirs
+    impl["docker"] = {"runtime": "nemo_gym", "memory": "3g", "pids": 500}
+    service = compose_model(plan_stack(config, roots), IMAGES)["services"]["weather"]
+    assert (service["mem_limit"], service["pids_limit"]) == ("3g", 500)
+
+
 def test_unknown_docker_key_is_a_clear_error(roots):
     config = weather_config()
     config["weather"]["resources_servers"]["weather_impl"]["docker"] = {"memroy": "2g"}
