@@ -142,7 +142,15 @@ def test_sandbox_isolation_limits_and_survival(stack, tmp_path):
     listener = socket.socket()
     listener.bind(("0.0.0.0", 0))
     listener.listen()
-    threading.Thread(target=lambda: [listener.accept()[0].close() for _ in range(100)], daemon=True).start()
+
+    def accept_until_closed() -> None:
+        for _ in range(100):
+            try:
+                listener.accept()[0].close()
+            except OSError:  # the test closed the listener
+                return
+
+    threading.Thread(target=accept_until_closed, daemon=True).start()
     try:
         started = run("docker", "run", "-d", "--rm", "--name", other, "--network", other, image,
                       "python", "-m", "http.server", "8000", timeout=120)
