@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sys
 from typing import TYPE_CHECKING, Any, Optional
@@ -165,7 +166,11 @@ def serve(app, host: str, port: int, log_level: str = "warning") -> None:
         backlog=4096,
         timeout_graceful_shutdown=2,
     )
-    _quiet_server_class(uvicorn.Server)(config).run()
+    server = _quiet_server_class(uvicorn.Server)(config)
+    if not gc.isenabled():  # turned off for the start by `python -m gym_compose.server` (its __main__)
+        gc.freeze()
+        gc.enable()
+    server.run()
 
 
 def _may_serve_websockets(app: Any) -> bool:
