@@ -35,17 +35,20 @@ def fake_docker(tmp_path: Path, monkeypatch, body: str) -> Path:
     return tmp_path / "calls"
 
 
-def test_health_events_wake_the_wait_once_per_burst_and_stop_with_close(tmp_path, monkeypatch):
-    calls = fake_docker(tmp_path, monkeypatch, 'echo "health_status: healthy"; echo "die"; exec sleep 30')
+def test_health_events_wake_the_wait_and_time_out_when_nothing_comes(tmp_path, monkeypatch):
+    calls = fake_docker(tmp_path, monkeypatch, 'printf "health_status: healthy\\ndie\\n"; exec sleep 30')
     events = HealthEvents.start("proj")
     try:
         assert events.wait(10) is True
         assert events.running
+        wakes = [events.wait(0.2) for _ in range(3)]  # the second line: at most one more wake-up
+        assert wakes[-1] is False and wakes.count(True) <= 1
         started = time.monotonic()
-        assert events.wait(0.2) is False  # both lines counted as one wake-up: nothing more came
+        assert events.wait(0.2) is False
         assert time.monotonic() - started >= 0.15
     finally:
         events.close()
+    assert events._process is not None and events._process.poll() is not None  # close() ended it
     args = calls.read_text().split()
     assert args[0] == "events" and "label=com.docker.compose.project=proj" in args
     assert "event=health_status" in args and "event=die" in args
