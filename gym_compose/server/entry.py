@@ -9,6 +9,7 @@ import logging
 import os
 import runpy
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +82,14 @@ def _serve_entrypoint(context: ServerContext) -> None:
     """Run a NeMo Gym-style app.py as __main__: its `X.run_webserver()` serves through this runtime."""
     from gym_compose.server import compat
     from gym_compose.server.base import BaseServer
+    from gym_compose.server.web import resume_gc
 
     compat.install()
+    # An app.py that serves by itself (its own uvicorn.run, not run_webserver) never reaches
+    # web.serve, which turns GC back on: a minute is far past any start.
+    timer = threading.Timer(60.0, resume_gc)
+    timer.daemon = True
+    timer.start()
     entrypoint = _entrypoint_path(context)
     sys.path.insert(0, str(entrypoint.parent))
     compat.register_own_package(context.server_type, context.implementation, entrypoint.parent)

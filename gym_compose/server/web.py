@@ -167,10 +167,16 @@ def serve(app, host: str, port: int, log_level: str = "warning") -> None:
         timeout_graceful_shutdown=2,
     )
     server = _quiet_server_class(uvicorn.Server)(config)
-    if not gc.isenabled():  # turned off for the start by `python -m gym_compose.server` (its __main__)
+    resume_gc()
+    server.run()
+
+
+def resume_gc() -> None:
+    """Cyclic GC back on, if `python -m gym_compose.server` (its __main__) turned it off for the
+    start; what the start made is frozen first, so the first collections do not walk it all."""
+    if not gc.isenabled():
         gc.freeze()
         gc.enable()
-    server.run()
 
 
 def _may_serve_websockets(app: Any) -> bool:

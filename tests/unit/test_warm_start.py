@@ -141,3 +141,18 @@ def test_plain_up_imports_no_sandbox_client():
         print(plan_sandboxes(config, []), "gym_compose.sandbox" in sys.modules)
     """)
     assert out.split() == ["None", "False"]
+
+
+def test_gc_is_off_for_the_start_and_back_on_for_serving():
+    out = python("""
+        import gc, runpy, sys
+        sys.argv = ["x"]
+        runpy.run_module("gym_compose.server.__main__", run_name="not_main")  # imports, does not serve
+        print(gc.isenabled())
+        from gym_compose.server.web import resume_gc
+        resume_gc()
+        print(gc.isenabled(), gc.get_freeze_count() > 0)
+        resume_gc()  # once back on, again is nothing
+        print(gc.isenabled())
+    """)
+    assert out.split() == ["False", "True", "True", "True"]
