@@ -7,7 +7,8 @@ started and first passing healthcheck (images already built; docs/performance.md
 
 A `docker` wrapper first on the PATH logs each call; the containers' times come from
 `docker inspect` (the healthcheck log keeps the last five checks: with --steady, the first
-passing one is still there right after the start). Project `gym-compose-trace`, head port 11095.
+passing one is still there right after the start). Project `gym-compose-trace`, head port 11095
+(--project, --head-port to trace beside another session's trace).
 """
 
 from __future__ import annotations
@@ -92,11 +93,15 @@ def run(argv: list[str], env: dict[str, str], cwd: Path = REPO) -> float:
 
 
 def main() -> None:
+    global PROJECT, HEAD_PORT
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--eval", action="store_true", help="trace `eval run --no-serve` instead of `up -d`")
     parser.add_argument("--rows", type=int, default=500)
+    parser.add_argument("--project", default=PROJECT)
+    parser.add_argument("--head-port", default=HEAD_PORT)
     args = parser.parse_args()
+    PROJECT, HEAD_PORT = args.project, args.head_port
     plain = dict(os.environ)
     subprocess.run([*CLI, "down", "-p", PROJECT], cwd=REPO, capture_output=True, timeout=600)
     up = [*CLI, "up", "-d", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR]

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.contract import ROOT_READY_ENV
-from gym_compose.server.base import BaseServer
 from gym_compose.server.context import ServerConfigError, ServerContext, load_context
-from gym_compose.server.peers import PeerClient
 from gym_compose.server.readiness import PeersReadiness, Readiness
 from gym_compose.server.time_budget import adopt_from_scope
 from gym_compose.server.web import (
@@ -26,6 +23,9 @@ from gym_compose.server.web import (
     serve,
     server_error_body,
 )
+
+if TYPE_CHECKING:  # imported where used: the head serves no server class (pydantic is ~0.1 s of its start)
+    from gym_compose.server.base import BaseServer
 
 LOG = logging.getLogger("gym_compose.server")
 
@@ -46,6 +46,10 @@ def current_context() -> ServerContext:
 
 
 def build_server(cls: type[BaseServer], context: ServerContext) -> BaseServer:
+    from pydantic import ValidationError
+
+    from gym_compose.server.peers import PeerClient
+
     config_cls: Any = cls.model_fields["config"].annotation  # a pydantic model class (BaseServer's contract)
     config_data = {**context.spec, "name": context.name}
     config_data.setdefault("host", context.bind_host)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-from typing import Any, Optional
+import sys
+from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 from gym_compose.contract import READY_PATH
 
@@ -49,6 +53,13 @@ def validation_error_body(error: ValidationError, location: tuple = ("body",)) -
             for entry in error.errors(include_url=False, include_context=False, include_input=False)
         ]
     }
+
+
+def is_validation_error(error: BaseException) -> bool:
+    """A pydantic ValidationError, without importing pydantic: the head has no pydantic model, and
+    pydantic is ~0.1 s of its start. An error of that type exists only once pydantic is loaded."""
+    core = sys.modules.get("pydantic_core")
+    return core is not None and isinstance(error, core.ValidationError)
 
 
 def validation_error_response(error: ValidationError, location: tuple = ("body",)) -> Response:
@@ -113,10 +124,11 @@ class ErrorBoundary:
         except BadRequestBody as error:
             if not started:
                 await _send_json(send, 422, bad_request_body(error))
-        except ValidationError as error:
-            if not started:
-                await _send_json(send, 422, validation_error_body(error))
         except Exception as error:  # noqa: BLE001 - this is the last line of defence
+            if is_validation_error(error):
+                if not started:
+                    await _send_json(send, 422, validation_error_body(error))
+                return
             session = (scope.get("session") or {}).get("session_id") if isinstance(scope.get("session"), dict) else None
             LOG.exception(
                 "uncaught error in %s %s %s (session %s)",
@@ -145,6 +157,7 @@ def serve(app, host: str, port: int, log_level: str = "warning") -> None:
         port=port,
         loop="uvloop",
         http=_coalescing_protocol_class(),
+        ws="auto" if _may_serve_websockets(app) else "none",
         lifespan="on",
         access_log=False,
         proxy_headers=False,
@@ -153,7 +166,37 @@ def serve(app, host: str, port: int, log_level: str = "warning") -> None:
         backlog=4096,
         timeout_graceful_shutdown=2,
     )
-    _quiet_server_class(uvicorn.Server)(config).run()
+    server = _quiet_server_class(uvicorn.Server)(config)
+    resume_gc()
+    server.run()
+
+
+def resume_gc() -> None:
+    """Cyclic GC back on, if `python -m gym_compose.server` (its __main__) turned it off for the
+    start; what the start made is frozen first, so the first collections do not walk it all."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
+def _may_serve_websockets(app: Any) -> bool:
+    """Whether the app (under the runtime's own wrappers) has a websocket route or anything it
+    cannot see into. Without one uvicorn is told `ws="none"` and does not import its websockets
+    protocol and the websockets package (~20 modules, ~0.03 s of every server's start)."""
+    from starlette.routing import Mount, Route, WebSocketRoute
+
+    for _ in range(16):  # ServerApp -> ErrorBoundary -> the app a server class built
+        router = getattr(app, "router", None)
+        if router is not None:
+            routes = getattr(router, "routes", None)
+            if routes is None:
+                return True
+            return any(isinstance(route, (WebSocketRoute, Mount)) or not isinstance(route, Route) for route in routes)
+        inner = getattr(app, "inner", None) or getattr(app, "app", None)
+        if inner is None:
+            return True
+        app = inner
+    return True
 
 
 class _CoalescingTransport:
