@@ -3,61 +3,18 @@
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import logging
 import os
 import runpy
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from gym_compose.contract import LOG_LEVEL_ENV
 from gym_compose.server.context import ServerConfigError, ServerContext, load_context
 from gym_compose.server.runtime import set_current_context
 
 LOG = logging.getLogger("gym_compose.server")
-
-
-class _FastAPIWithDeferredModels(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """The first `import fastapi` (a resources server's, an app.py's) runs with pydantic's
-    `defer_build` on by default: FastAPI defines ~60 pydantic models at import (its OpenAPI
-    document's, mostly) that a server builds only if /openapi.json or /docs is asked for. Built at
-    import they were ~0.06-0.09 s of CPU of each FastAPI server's start. Deferred models build on
-    first use, as pydantic documents; models defined outside this one import are not affected."""
-
-    def __init__(self) -> None:
-        self._loader: Any = None
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "fastapi":
-            return None
-        sys.meta_path.remove(self)  # once; find the real spec without this finder
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        self._loader, spec.loader = spec.loader, self
-        return spec
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        module.__loader__ = module.__spec__.loader = self._loader  # the real loader from here on
-        try:
-            from pydantic._internal import _config  # private: if it moves, FastAPI imports as before
-            defaults = _config.config_defaults
-        except (ImportError, AttributeError):
-            defaults = None
-        if not isinstance(defaults, dict) or defaults.get("defer_build") is not False:
-            self._loader.exec_module(module)
-            return
-        defaults["defer_build"] = True
-        try:
-            self._loader.exec_module(module)
-        finally:
-            defaults["defer_build"] = False
 
 
 def _serve_builtin(reference: str) -> None:
@@ -131,8 +88,6 @@ def main() -> None:
         print(f"gym-compose server: {error}", file=sys.stderr)
         sys.exit(2)
     set_current_context(context)
-    if "fastapi" not in sys.modules:
-        sys.meta_path.insert(0, _FastAPIWithDeferredModels())
     if context.is_head:
         from gym_compose.server.head import run_head
 
