@@ -90,27 +90,6 @@ def test_the_head_runtime_imports_no_pydantic_and_still_turns_validation_errors_
     assert out.split() == ["False", "True", "False"]
 
 
-def test_fastapi_imported_through_the_entry_defers_only_its_own_models():
-    out = python("""
-        import sys
-        from gym_compose.server.entry import _FastAPIWithDeferredModels
-        sys.meta_path.insert(0, _FastAPIWithDeferredModels())
-        import fastapi
-        from fastapi.openapi.models import OpenAPI
-        from pydantic import BaseModel
-        class Body(BaseModel):
-            x: int
-        print(OpenAPI.__pydantic_complete__, Body.__pydantic_complete__, type(fastapi.__loader__).__name__)
-        app = fastapi.FastAPI()
-        @app.post("/v")
-        async def v(body: Body) -> Body:
-            return body
-        print("/v" in app.openapi()["paths"], OpenAPI.__pydantic_complete__)
-        print(any(isinstance(finder, _FastAPIWithDeferredModels) for finder in sys.meta_path))
-    """)
-    assert out.split() == ["False", "True", "SourceFileLoader", "True", "True", "False"]
-
-
 def test_compat_shims_import_the_runtime_on_first_use_and_serve_every_import_form():
     out = python("""
         import sys
