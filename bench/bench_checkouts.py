@@ -93,10 +93,13 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=4, help="warm starts of each, interleaved")
     parser.add_argument("--runs", type=int, default=4, help="eval runs of each, interleaved")
     parser.add_argument("--rows", type=int, default=500)
+    parser.add_argument("--project-prefix", default="gym-compose-bench",
+                        help="the compose projects are PREFIX-before and PREFIX-after (one prefix per session)")
+    parser.add_argument("--head-port", type=int, default=11096, help="before's head port; after's is the next")
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    ports = {"before": "11096", "after": "11097"}
-    projects = {name: f"gym-compose-bench-{name}" for name in trees}
+    ports = {"before": str(args.head_port), "after": str(args.head_port + 1)}
+    projects = {name: f"{args.project_prefix}-{name}" for name in trees}
     for name, tree in trees.items():
         gym_compose(tree, "down", "-p", projects[name], check=False)
 

@@ -17,13 +17,12 @@ from gym_compose.config import instances as config_instances
 from gym_compose.errors import UserError
 from gym_compose.sandbox.policy import SandboxPolicy
 from gym_compose.sandbox_stack.declaration import BrokerOptions, TaskImageFolder, broker_options, declaration_of
+from gym_compose.sandbox_stack.names import BROKER_PORT, BROKER_SERVICE  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from gym_compose.plan import Service
 
-BROKER_SERVICE = "sandbox-broker"
 CONTROL_NETWORK = "sandbox-control"
-BROKER_PORT = 8000
 TASK_IMAGE_KEY = "task-image:"
 
 
