@@ -16,9 +16,10 @@ from urllib.parse import urlsplit
 
 from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR
 from gym_compose.engine.docker_cli import run_docker, run_docker_attached
-from gym_compose.sandbox.policy import SANDBOX_LABEL, SERVER_LABEL
-from gym_compose.sandbox.tokens import BROKER_SECRET
-from gym_compose.sandbox_stack.plan import BROKER_PORT
+from gym_compose.sandbox_stack.names import BROKER_PORT
+
+# gym_compose.sandbox (SANDBOX_LABEL, SERVER_LABEL, BROKER_SECRET) is imported where used: its package
+# imports asyncio and pydantic (~0.1 s), and every render asks docker_socket() below.
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 BROKER_STOP_GRACE_S = 10
@@ -53,6 +54,8 @@ def docker_socket() -> Optional[tuple[str, Optional[int], bool]]:
 
 
 def list_sandboxes(project: str) -> list[SandboxContainer]:
+    from gym_compose.sandbox.policy import SANDBOX_LABEL, SERVER_LABEL
+
     result = run_docker(["ps", "-a", "--no-trunc", "--filter", f"label={PROJECT_LABEL}={project}",
                          "--filter", f"label={SANDBOX_LABEL}", "--format", "{{json .}}"], timeout=30, retries=2)
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
@@ -77,6 +80,8 @@ def remove_sandboxes(project: str) -> int:
     """Stop the project's broker (it removes its sandboxes as it stops, and starts no more), then
     force-remove any sandbox left: before `compose down`, which cannot remove a network that
     sandboxes are still attached to."""
+    from gym_compose.sandbox.policy import SANDBOX_LABEL
+
     brokers = _labelled(project, f"{ROLE_LABEL}=sandbox-broker", running_only=True)
     if brokers:
         run_docker(["stop", "--time", str(BROKER_STOP_GRACE_S), *brokers], timeout=BROKER_STOP_GRACE_S + 60,
@@ -95,6 +100,8 @@ def _labelled(project: str, label: str, running_only: bool = False) -> list[str]
 
 def broker_leases(project: str, broker_service: str) -> dict[str, dict]:
     """sandbox id -> the broker's view (state, session) from the running broker; {} when it is not up."""
+    from gym_compose.sandbox.tokens import BROKER_SECRET
+
     script = ("import json,os,urllib.request as u;"
               f"t=open('{SECRETS_DIR}/{BROKER_SECRET}').read().strip();"
               f"r=u.Request('http://127.0.0.1:{BROKER_PORT}/v1/sandboxes',headers={{'Authorization':'Bearer '+t}});"

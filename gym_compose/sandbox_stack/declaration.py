@@ -33,6 +33,7 @@ from gym_compose.config.instances import ServerInstance
 from gym_compose.errors import UserError
 from gym_compose.sandbox.policy import ALLOWED_CAPABILITIES, NETWORK_POLICIES, SandboxPolicy, parse_size
 from gym_compose.sandbox.provider_config import DEFAULT_METADATA_KEY
+from gym_compose.sandbox_stack.names import declares_sandboxes
 
 PROVIDER_NAME = "gym_compose"
 POLICY_KEYS = ("cpus", "pids", "workdir", "read_only", "network", "ttl_s", "timeout_s", "ready_timeout_s",
@@ -68,10 +69,6 @@ class BrokerOptions:
     max_starting: Optional[int] = None
     idle_timeout_s: float = 3600.0
     notices: tuple[str, ...] = field(default_factory=tuple)
-
-
-def declares_sandboxes(spec: dict[str, Any]) -> bool:
-    return isinstance(spec.get("sandbox_config"), dict) or bool(spec.get("sandbox_provider"))
 
 
 def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
