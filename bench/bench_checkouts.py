@@ -33,9 +33,16 @@ SELECTOR = ["--resources-server", "example_single_tool_call"]
 ROWS = REPO / "server_images" / "example_single_tool_call" / "data" / "example.jsonl"
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """The checkout's code with this venv's packages, its bytecode cached as an installed tool's is
+    (a PYTHONDONTWRITEBYTECODE in the caller's environment would compile ~100 modules every start)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": str(tree)}
+
+
 def gym_compose(tree: Path, *args: str, cwd: Path | None = None, check: bool = True) -> None:
     result = subprocess.run([sys.executable, "-m", "gym_compose", *args], cwd=cwd or tree, capture_output=True,
-                            text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(tree)})
+                            text=True, timeout=600, env=tree_env(tree))
     if check and result.returncode != 0:
         sys.exit(f"`gym-compose {' '.join(args)}` in {tree} failed:\n{result.stderr[-3000:]}")
 
@@ -64,7 +71,7 @@ def eval_run(tree: Path, project: str, port: str, rows: Path, work: Path, name: 
          *SELECTOR, "--input", str(rows), "--run-name", name, "--results-dir", str(results),
          "--num-samples-in-parallel", "32"],
         cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(tree)})
+        env=tree_env(tree))
     first = float("nan")
     while process.poll() is None:
         if first != first:
