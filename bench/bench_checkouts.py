@@ -33,9 +33,16 @@ SELECTOR = ["--resources-server", "example_single_tool_call"]
 ROWS = REPO / "server_images" / "example_single_tool_call" / "data" / "example.jsonl"
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """The checkout's code with this venv's packages, its bytecode cached as an installed tool's is
+    (a PYTHONDONTWRITEBYTECODE in the caller's environment would compile ~100 modules every start)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": str(tree)}
+
+
 def gym_compose(tree: Path, *args: str, cwd: Path | None = None, check: bool = True) -> None:
     result = subprocess.run([sys.executable, "-m", "gym_compose", *args], cwd=cwd or tree, capture_output=True,
-                            text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(tree)})
+                            text=True, timeout=600, env=tree_env(tree))
     if check and result.returncode != 0:
         sys.exit(f"`gym-compose {' '.join(args)}` in {tree} failed:\n{result.stderr[-3000:]}")
 
@@ -64,7 +71,7 @@ def eval_run(tree: Path, project: str, port: str, rows: Path, work: Path, name: 
          *SELECTOR, "--input", str(rows), "--run-name", name, "--results-dir", str(results),
          "--num-samples-in-parallel", "32"],
         cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(tree)})
+        env=tree_env(tree))
     first = float("nan")
     while process.poll() is None:
         if first != first:
@@ -94,11 +101,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4, help="eval runs of each, interleaved")
     parser.add_argument("--rows", type=int, default=500)
     parser.add_argument("--project-prefix", default="gym-compose-bench",
-                        help="the two projects are PREFIX-before and PREFIX-after")
-    parser.add_argument("--ports", default="11096,11097", help="the head ports of before and after")
+                        help="the compose projects are PREFIX-before and PREFIX-after (one prefix per session)")
+    parser.add_argument("--head-port", type=int, default=11096, help="before's head port; after's is the next")
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    ports = dict(zip(trees, args.ports.split(","), strict=True))
+    ports = {"before": str(args.head_port), "after": str(args.head_port + 1)}
     projects = {name: f"{args.project_prefix}-{name}" for name in trees}
     for name, tree in trees.items():
         gym_compose(tree, "down", "-p", projects[name], check=False)

@@ -8,7 +8,7 @@ started and first passing healthcheck (images already built; docs/performance.md
 A `docker` wrapper first on the PATH logs each call; the containers' times come from
 `docker inspect` (the healthcheck log keeps the last five checks: with --steady, the first
 passing one is still there right after the start). Project `gym-compose-trace`, head port 11095
-(--project, --head-port to trace beside another session's trace).
+(--project, --head-port).
 """
 
 from __future__ import annotations
@@ -47,7 +47,13 @@ def traced_env(work: Path) -> tuple[dict[str, str], Path]:
     bin_dir.mkdir()
     (bin_dir / "docker").write_text(WRAPPER.format(docker=docker, log=log))
     (bin_dir / "docker").chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, log
+    return {**plain_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}"}, log
+
+
+def plain_env() -> dict[str, str]:
+    """Bytecode cached as an installed tool's is (PYTHONDONTWRITEBYTECODE would compile ~100 modules
+    on every start)."""
+    return {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
 def timestamp(text: str) -> float:
@@ -84,11 +90,22 @@ def print_containers(t0: float) -> None:
               f"started {timestamp(container['State']['StartedAt']) - t0:6.2f} s, first check passed {healthy}")
 
 
-def run(argv: list[str], env: dict[str, str], cwd: Path = REPO) -> float:
+def run(argv: list[str], env: dict[str, str], cwd: Path = REPO, results: Path | None = None) -> float:
+    """Runs the command; with `results` (an eval run's --results-dir) also says when its first
+    rollout was written."""
     t0 = time.time()
-    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        sys.exit(f"`{' '.join(argv[2:])}` failed:\n{result.stderr[-3000:]}")
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = None
+    while results is not None and first is None and process.poll() is None:
+        written = next(results.glob("*/rollouts.jsonl"), None)
+        if written is not None and written.stat().st_size > 0:
+            first = time.time() - t0
+        time.sleep(0.005)
+    _, stderr = process.communicate(timeout=600)
+    if process.returncode != 0:
+        sys.exit(f"`{' '.join(argv[2:])}` failed:\n{stderr[-3000:]}")
+    if first is not None:
+        print(f"  first rollout written at {first:.2f} s")
     return t0
 
 
@@ -98,11 +115,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--eval", action="store_true", help="trace `eval run --no-serve` instead of `up -d`")
     parser.add_argument("--rows", type=int, default=500)
-    parser.add_argument("--project", default=PROJECT)
+    parser.add_argument("--project", default=PROJECT, help="compose project (one per session on a shared engine)")
     parser.add_argument("--head-port", default=HEAD_PORT)
     args = parser.parse_args()
     PROJECT, HEAD_PORT = args.project, args.head_port
-    plain = dict(os.environ)
+    plain = plain_env()
     subprocess.run([*CLI, "down", "-p", PROJECT], cwd=REPO, capture_output=True, timeout=600)
     up = [*CLI, "up", "-d", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR]
     work = Path(tempfile.mkdtemp(prefix="bench-trace-"))
@@ -119,7 +136,7 @@ def main() -> None:
             if args.eval:
                 t0 = run([*CLI, "eval", "run", "--no-serve", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR,
                           "--input", str(rows), "--results-dir", str(run_dir / "results"),
-                          "--num-samples-in-parallel", "32"], env)
+                          "--num-samples-in-parallel", "32"], env, results=run_dir / "results")
             else:
                 t0 = run(up, env)
             took = time.time() - t0

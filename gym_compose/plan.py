@@ -35,6 +35,7 @@ from gym_compose.contract import (
 from gym_compose.errors import UserError
 from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
 from gym_compose.runtime_choice import LEAN, choose_runtime
+from gym_compose.sandbox_stack.names import declares_sandboxes
 from gym_compose.service_spec import Limits, Mount, Overrides, Probe, Scheduling, read_docker_block
 
 __all__ = ["HEAD_PORT", "PROJECT_LABEL", "ROLE_BY_SERVER_TYPE", "SECRET_PREFIX", "SERVER_PORT"]  # and below
@@ -197,8 +198,11 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     # No depends_on: every container starts at once, and the head's own readiness waits for all
     # servers to be ready, so "head healthy" means "stack ready" (the collector depends on it).
     head = Service(name=HEAD_SERVICE, role=HEAD_ROLE, port=HEAD_PORT, published_port=options.head_port)
-    from gym_compose.sandbox_stack.plan import plan_sandboxes
+    sandboxes = None
+    if any(declares_sandboxes(instance.spec) for instance in instances(data)):  # else no pydantic import
+        from gym_compose.sandbox_stack.plan import plan_sandboxes
 
+        sandboxes = plan_sandboxes(data, services, roots)
     return Stack(
         project=options.project,
         services=[head, *services, *engines],
@@ -207,7 +211,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         secrets=secrets,
         options=options,
         volumes=volumes,
-        sandboxes=plan_sandboxes(data, services, roots),
+        sandboxes=sandboxes,
     )
 
 

@@ -290,7 +290,7 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
     if leases_sandboxes:
         from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
         from gym_compose.sandbox.tokens import server_secret_name
-        from gym_compose.sandbox_stack.plan import BROKER_PORT, BROKER_SERVICE
+        from gym_compose.sandbox_stack.names import BROKER_PORT, BROKER_SERVICE
 
         assert stack.sandboxes is not None
         owner = next(s for s in stack.sandboxes.servers if s.service == service.name)
@@ -399,7 +399,7 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
     """The broker's Deployment and Service, and the only ServiceAccount with rights: pods (and their
     exec, attach, log) in this namespace, nothing else."""
     from gym_compose.sandbox.tokens import BROKER_SECRET
-    from gym_compose.sandbox_stack.plan import BROKER_PORT, BROKER_SERVICE
+    from gym_compose.sandbox_stack.names import BROKER_PORT, BROKER_SERVICE
     from gym_compose.sandbox_stack.render import POLICY_ENV, broker_settings
 
     project = stack.project
@@ -471,7 +471,7 @@ def _network_policies(stack: Stack) -> list[dict[str, Any]]:
                                ingress=from_network))
     if stack.sandboxes is None:
         return policies
-    from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+    from gym_compose.sandbox_stack.names import BROKER_SERVICE
 
     clients = {PART_OF: project, SANDBOX_CLIENT_LABEL: "true"}
     policies.append(policy("sandbox-control", _selector(project, BROKER_SERVICE), ["Ingress"],

@@ -11,7 +11,6 @@ from typing import Any
 import yaml
 
 from gym_compose.collect.agent_map import agent_map_from
-from gym_compose.collect.collector import collect
 from gym_compose.collect.options import CollectOptions
 from gym_compose.contract import CONFIG_DICT_ENV
 from gym_compose.errors import UserError
@@ -102,6 +101,8 @@ def _positive_number(name: str, value: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from gym_compose.collect.collector import collect  # here: the host checks rows with this module, not asyncio
+
     try:
         config = load_config_from_env()
         result = collect(config, options_from(args, config))

@@ -16,11 +16,22 @@ PARALLEL_BUILDS = 3
 def build_stack_images(stack: Stack, progress: Callable[[str], None] = print,
                        pinned: dict[str, str] | None = None) -> dict[str, str]:
     """Returns service name -> image tag, plus "base" -> the base image tag. A `pinned` entry (the
-    same keys, an image id) is used as it is, nothing built for it (`eval rerun`)."""
+    same keys, an image id) is used as it is, nothing built for it (`eval rerun`). The engine is
+    asked about the images it should have in one call (`expected_tags`), not one or two per image."""
+    from gym_compose.engine.image_build import inspected_together
+    from gym_compose.engine.images import expected_tags
+
+    pinned = pinned or {}
+    lean = [service.source_dir for service in stack.services if service.name not in pinned and service.image is None
+            and service.source_dir is not None and service.runtime != NEMO_GYM]
+    with inspected_together([] if "base" in pinned else expected_tags(lean)):
+        return _stack_images(stack, progress, pinned)
+
+
+def _stack_images(stack: Stack, progress: Callable[[str], None], pinned: dict[str, str]) -> dict[str, str]:
     from gym_compose.engine.images import ensure_base_image, ensure_server_image
     from gym_compose.engine.nemo_gym_images import ensure_nemo_gym_runtime_image, ensure_nemo_gym_server_image
 
-    pinned = pinned or {}
     base = pinned.get("base") or ensure_base_image(progress=progress)
     images: dict[str, str] = {"base": base}
     builds: dict[tuple, Callable[[], str]] = {}  # one per distinct server image, run in parallel below
@@ -50,7 +61,7 @@ def build_stack_images(stack: Stack, progress: Callable[[str], None] = print,
                                else images[service.name] for service in stack.services}}
     if stack.sandboxes is not None:
         from gym_compose.engine.sandbox_images import ensure_stack_sandbox_images
-        from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+        from gym_compose.sandbox_stack.names import BROKER_SERVICE
 
         keys = [BROKER_SERVICE] + [server.image_key for server in stack.sandboxes.servers]
         if not all(key in pinned for key in keys):

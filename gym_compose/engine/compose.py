@@ -24,7 +24,13 @@ from gym_compose.contract import PROJECT_LABEL, RUNTIME_LABEL
 from gym_compose.engine import docker_cli, postmortem
 from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
 from gym_compose.engine.docker_cli import DockerProcess, indented_tail, run_docker, start_docker
-from gym_compose.engine.one_off import COMPOSE_PROJECT_LABEL, ONE_OFF_LABEL, SERVICE_LABEL, docker_run_args
+from gym_compose.engine.one_off import (
+    COMPOSE_PROJECT_LABEL,
+    ONE_OFF_LABEL,
+    SERVICE_LABEL,
+    docker_run_args,
+    network_holder,
+)
 from gym_compose.engine.target import (
     EXITED_STATES,
     Leftovers,
@@ -149,7 +155,7 @@ class ComposeProject:
 
             model = yaml.load(self.compose_file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             command = docker_run_args(self.name, service, model["services"][service], model.get("networks") or {},
-                                      args)
+                                      args, network_of=network_holder(self.name, service, model["services"]))
         else:
             command = [*self.compose_args(), "--profile", "collect", "run", "--rm", "--no-TTY", "--pull", "never",
                        service, *args]

@@ -6,7 +6,8 @@ import json
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from gym_compose.engine import docker_cli
@@ -96,8 +97,17 @@ def build_image(
         )
 
 
+# Images the engine was found to have by one `docker image inspect` of many (`inspected_together`),
+# answered from here while that block runs. Only images found: a missing one is asked again (it may
+# be built or loaded meanwhile, by this process or another).
+_found_together: dict[str, dict] = {}
+
+
 def inspect_image(tag: str) -> dict | None:
     """`docker image inspect` of one image, or None when it does not exist locally."""
+    known = _found_together.get(tag)
+    if known is not None:
+        return known
     result = docker_cli.run_docker(
         ["image", "inspect", tag], timeout=INSPECT_TIMEOUT_S, retries=2, check=False
     )
@@ -106,3 +116,51 @@ def inspect_image(tag: str) -> dict | None:
             return None
         raise docker_cli.DockerCommandError(result)
     return json.loads(result.stdout)[0]
+
+
+def inspect_images(refs: Sequence[str]) -> dict[str, dict | None]:
+    """`docker image inspect` of several images in one call: each one's answer, None for those the
+    engine does not have (the engine answers the ones it has, names the others on stderr)."""
+    refs = list(dict.fromkeys(refs))
+    if len(refs) <= 1:
+        return {ref: inspect_image(ref) for ref in refs}
+    result = docker_cli.run_docker(["image", "inspect", *refs], timeout=INSPECT_TIMEOUT_S, retries=2, check=False)
+    named = result.stderr.lower()
+    missing = [ref for ref in refs
+               if f"no such image: {ref.lower()}" in named or f"no such object: {ref.lower()}" in named]
+    if not result.ok and not missing:
+        raise docker_cli.DockerCommandError(result)
+    present = [ref for ref in refs if ref not in missing]
+    try:
+        answers = json.loads(result.stdout or "[]")
+    except json.JSONDecodeError:
+        answers = None
+    # The answers come in the order asked; when they cannot be paired with their names (a
+    # different count, a tag not among the image's), each image is asked alone.
+    if not isinstance(answers, list) or len(answers) != len(present) or not all(
+            _answers_to(ref, image) for ref, image in zip(present, answers, strict=True)):
+        return {ref: inspect_image(ref) for ref in refs}
+    paired = dict(zip(present, answers, strict=True))
+    return {ref: paired.get(ref) for ref in refs}
+
+
+def _answers_to(ref: str, image: dict) -> bool:
+    if ref.startswith("sha256:"):
+        return image.get("Id") == ref
+    if "@" in ref or ":" not in ref.rsplit("/", 1)[-1]:
+        return True  # by digest, or an implied :latest: nothing simple to compare
+    return ref in (image.get("RepoTags") or []) or f"docker.io/{ref}" in (image.get("RepoTags") or [])
+
+
+@contextmanager
+def inspected_together(refs: Sequence[str]) -> Iterator[dict[str, dict | None]]:
+    """Asks the engine about all `refs` in one call; within the block `inspect_image` answers from
+    it for the images found, and asks as before for any other (a missing one may be built meanwhile)."""
+    answers = inspect_images(refs)
+    found = {ref: image for ref, image in answers.items() if image is not None}
+    _found_together.update(found)
+    try:
+        yield answers
+    finally:
+        for ref in found:
+            _found_together.pop(ref, None)

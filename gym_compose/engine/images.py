@@ -8,7 +8,7 @@ or GYM_COMPOSE_OFFLINE=1, an offline Debian image and a host-side wheelhouse are
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,27 +185,14 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
             f"Server implementation folder {implementation_dir} does not exist.",
             hint="check the implementation name in the config and the search roots (--search-dir)",
         )
-    name = image_name(implementation_dir.name)
-    files = tree_files(implementation_dir, skip=SERVER_SKIPPED)
-    requirements = server_requirements(implementation_dir)
     native = native_requirements(implementation_dir)
-    dockerfile = (DOCKER_DIR / "server-native.Dockerfile").read_text() if native else \
-        SERVER_REQUIREMENTS_SCRIPT.read_text() if requirements else PLAIN_SERVER_RECIPE
-    offline = is_offline_base(base_tag, settings)
-    digest = (
-        ContentHash()
-        .add_text("dockerfile", dockerfile)
-        .add_text("base", base_tag)
-        .add_text("requirements", requirements)
-        .add_tree("server", implementation_dir, files)
-    )
     builder = None
     if native:  # the folder's native-* files are in the tree already; the build image is not
-        builder = _native_builder(settings, offline, progress)
-        digest.add_text("builder", builder["Id"])
-    tag = f"{settings.image_prefix}/{name}:{digest.hexdigest()}"
+        builder = _native_builder(settings, is_offline_base(base_tag, settings), progress)
+    tag, files, requirements, dockerfile = _server_recipe(implementation_dir, base_tag, settings, native, builder)
 
     def build(context: Path) -> None:
+        offline = is_offline_base(base_tag, settings)  # asked only for a build: the tag does not depend on it
         if not native:  # no Dockerfile: the files (and the requirements' install) in one container, one commit
             _committed_server(context, tag, base_tag, implementation_dir, files, requirements, offline, settings,
                               progress)
@@ -234,6 +221,43 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
         build_image(context, tag, build_args=build_args, progress=progress, verbose=settings.verbose)
 
     return ensure_built(tag, settings, progress, "server image", build)
+
+
+def _server_recipe(implementation_dir: Path, base_tag: str, settings: ImageSettings, native: str,
+                   builder: dict | None) -> tuple[str, list[Path], str, str]:
+    """A server image's tag (a hash of everything that goes into it), its files, requirements and
+    recipe; `builder`: the build stage's image, for one with native requirements."""
+    files = tree_files(implementation_dir, skip=SERVER_SKIPPED)
+    requirements = server_requirements(implementation_dir)
+    dockerfile = (DOCKER_DIR / "server-native.Dockerfile").read_text() if native else \
+        SERVER_REQUIREMENTS_SCRIPT.read_text() if requirements else PLAIN_SERVER_RECIPE
+    digest = (
+        ContentHash()
+        .add_text("dockerfile", dockerfile)
+        .add_text("base", base_tag)
+        .add_text("requirements", requirements)
+        .add_tree("server", implementation_dir, files)
+    )
+    if builder is not None:
+        digest.add_text("builder", builder["Id"])
+    return f"{settings.image_prefix}/{image_name(implementation_dir.name)}:{digest.hexdigest()}", files, \
+        requirements, dockerfile
+
+
+def expected_tags(implementation_dirs: Iterable[Path]) -> list[str]:
+    """The images `ensure_base_image` and then `ensure_server_image` for these folders will ask the
+    engine about, as far as they are known without asking it: for `inspected_together`, one engine
+    call for all. The base is the offline one (what it is with GYM_COMPOSE_OFFLINE set, or the
+    public Python image not local; when that image is here, it is asked for too and the rest is
+    asked as before); a folder with native requirements is left out (its tag holds the build
+    image's id)."""
+    settings = ImageSettings.from_env()
+    base = BaseInputs.read().tag(settings.image_prefix, debian_python_tag(settings), offline=True)
+    tags = ([] if settings.offline else [settings.public_base]) + [base]
+    for folder in dict.fromkeys(Path(d) for d in implementation_dirs):
+        if folder.is_dir() and not native_requirements(folder):
+            tags.append(_server_recipe(folder, base, settings, "", None)[0])
+    return tags
 
 
 def _native_builder(settings: ImageSettings, offline: bool, progress: Progress) -> dict:

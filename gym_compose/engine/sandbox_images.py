@@ -80,7 +80,7 @@ def _ensure(tag: str, settings: ImageSettings, progress: Progress, *, build_args
 
 def ensure_stack_sandbox_images(plan, base_tag: str, progress: Progress = print) -> dict[str, str]:
     """Images map entries for a SandboxPlan: the broker's, and each declaring server's sandbox image."""
-    from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+    from gym_compose.sandbox_stack.names import BROKER_SERVICE
 
     images = {BROKER_SERVICE: ensure_broker_image(base_tag, progress)}
     default = None

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR
 from gym_compose.engine.docker_cli import run_docker, run_docker_attached
-from gym_compose.sandbox_stack.plan import BROKER_PORT
+from gym_compose.sandbox_stack.names import BROKER_PORT
 
 # gym_compose.sandbox (its client: asyncio, pydantic models) is imported where used: `up` asks
 # docker_socket() and `down` remove_sandboxes() of every stack, most of which lease no sandboxes.
@@ -80,12 +80,12 @@ def remove_sandboxes(project: str) -> int:
     """Stop the project's broker (it removes its sandboxes as it stops, and starts no more), then
     force-remove any sandbox left: before `compose down`, which cannot remove a network that
     sandboxes are still attached to."""
+    from gym_compose.sandbox.policy import SANDBOX_LABEL
+
     brokers = _labelled(project, f"{ROLE_LABEL}=sandbox-broker", running_only=True)
     if brokers:
         run_docker(["stop", "--time", str(BROKER_STOP_GRACE_S), *brokers], timeout=BROKER_STOP_GRACE_S + 60,
                    check=False)
-    from gym_compose.sandbox.policy import SANDBOX_LABEL
-
     ids = _labelled(project, SANDBOX_LABEL)
     if ids:
         run_docker(["rm", "--force", "--volumes", *ids], timeout=120, retries=2, check=False)

@@ -16,7 +16,7 @@ from gym_compose.engine.target import EXITED_STATES, DeployedStack, RunningProce
 from gym_compose.errors import UserError
 from gym_compose.plan import COLLECTOR_SERVICE
 from gym_compose.runs.progress_display import ProgressDisplay
-from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+from gym_compose.sandbox_stack.names import BROKER_SERVICE
 from gym_compose.sandbox_stack.pull_progress import PullProgress
 from gym_compose.stack.lifecycle import project_states
 from gym_compose.stack.teardown import uninterruptible

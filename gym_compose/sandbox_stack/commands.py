@@ -11,7 +11,7 @@ from gym_compose.engine.sandboxes import (
     list_sandboxes,
 )
 from gym_compose.errors import UserError
-from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+from gym_compose.sandbox_stack.names import BROKER_SERVICE
 
 SHELL = "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"
 

@@ -33,7 +33,7 @@ from gym_compose.config.instances import ServerInstance
 from gym_compose.errors import UserError
 from gym_compose.sandbox.policy import ALLOWED_CAPABILITIES, NETWORK_POLICIES, SandboxPolicy, parse_size
 from gym_compose.sandbox.provider_config import DEFAULT_METADATA_KEY
-from gym_compose.sandbox_stack.plan import declares_sandboxes
+from gym_compose.sandbox_stack.names import declares_sandboxes
 
 PROVIDER_NAME = "gym_compose"
 POLICY_KEYS = ("cpus", "pids", "workdir", "read_only", "network", "ttl_s", "timeout_s", "ready_timeout_s",

@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import instances as config_instances
 from gym_compose.errors import UserError
+from gym_compose.sandbox_stack.names import BROKER_PORT, BROKER_SERVICE, declares_sandboxes  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from gym_compose.plan import Service
     from gym_compose.sandbox.policy import SandboxPolicy
     from gym_compose.sandbox_stack.declaration import BrokerOptions, TaskImageFolder
 
-BROKER_SERVICE = "sandbox-broker"
 CONTROL_NETWORK = "sandbox-control"
-BROKER_PORT = 8000
 TASK_IMAGE_KEY = "task-image:"
 
 
@@ -59,10 +58,6 @@ class SandboxPlan:
 
     def server(self, instance: str) -> Optional[ServerSandboxes]:
         return next((s for s in self.servers if s.instance == instance), None)
-
-
-def declares_sandboxes(spec: dict[str, Any]) -> bool:
-    return isinstance(spec.get("sandbox_config"), dict) or bool(spec.get("sandbox_provider"))
 
 
 def plan_sandboxes(data: dict[str, Any], services: list["Service"],

@@ -14,7 +14,7 @@ from typing import IO, Optional
 
 from gym_compose.engine.compose import ComposeProject
 from gym_compose.engine.docker_cli import DockerProcess, start_docker
-from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+from gym_compose.sandbox_stack.names import BROKER_SERVICE
 
 LOG_FILE = "sandbox-broker.log"
 PULL_LINE = re.compile(r"gym_compose\.sandbox\.broker: (pull(?:ing|ed) \S.*)$")

@@ -163,7 +163,7 @@ def start_servers(stack: Stack, deployed: DeployedStack) -> None:
 
 def stack_service_names(stack: Stack) -> list[str]:
     """Every long-running service: the servers, and the sandbox broker when servers lease sandboxes."""
-    from gym_compose.sandbox_stack.plan import BROKER_SERVICE
+    from gym_compose.sandbox_stack.names import BROKER_SERVICE
 
     return [s.name for s in stack.services] + ([BROKER_SERVICE] if stack.sandboxes is not None else [])
 

@@ -9,7 +9,7 @@ import yaml
 
 from gym_compose.engine import docker_cli
 from gym_compose.engine.compose import ComposeProject
-from gym_compose.engine.one_off import UnsupportedServiceKey, docker_run_args
+from gym_compose.engine.one_off import UnsupportedServiceKey, docker_run_args, network_holder
 from gym_compose.plan import plan_stack
 from gym_compose.render import CollectorRun, write_project
 from tests.unit.test_plan_render import IMAGES, roots, weather_config  # noqa: F401 (roots is a fixture)
@@ -76,3 +76,24 @@ def test_the_one_off_run_of_a_rendered_project_is_a_docker_run_reading_its_lease
         assert run.wait(30) == 0
     assert calls.read_text().split() == ["run", "--rm", "--interactive"]
     assert json.loads(got.read_text()) == {"stop": "server x exited"}
+
+
+def test_the_collector_joins_the_one_environment_servers_network_namespace(compose_file):
+    services = yaml.safe_load(compose_file.read_text())["services"]
+    (environment,) = [name for name, spec in services.items()
+                      if spec["labels"]["io.gym-compose.role"] == "environment"]
+    holder = network_holder("p", "collector", services)
+    assert holder == f"p-{environment}-1"
+    args = docker_run_args("p", "collector", services["collector"], {}, network_of=holder)
+    assert pairs(args, "--network") == [f"container:p-{environment}-1"]
+    assert network_holder("p", environment, services) is None  # only the collector
+
+
+def test_the_collector_has_its_own_endpoint_with_several_environment_servers_or_other_networks(compose_file):
+    services = yaml.safe_load(compose_file.read_text())["services"]
+    (environment,) = [name for name, spec in services.items()
+                      if spec["labels"]["io.gym-compose.role"] == "environment"]
+    other_networks = {**services, environment: {**services[environment], "networks": ["gym", "sbx-x"]}}
+    assert network_holder("p", "collector", other_networks) is None
+    two = {**services, "second-env": services[environment]}
+    assert network_holder("p", "collector", two) is None

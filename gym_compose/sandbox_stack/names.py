@@ -1,0 +1,14 @@
+"""The light part of the sandbox plan: the broker's service name and port, and whether a server
+declares sandboxes. What every stack's plan and the run supervision ask without importing the
+plan itself (its policy models are pydantic's: ~0.1 s to import on the host)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+BROKER_SERVICE = "sandbox-broker"
+BROKER_PORT = 8000
+
+
+def declares_sandboxes(spec: dict[str, Any]) -> bool:
+    return isinstance(spec.get("sandbox_config"), dict) or bool(spec.get("sandbox_provider"))
