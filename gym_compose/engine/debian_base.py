@@ -92,17 +92,21 @@ def mmdebstrap_command(settings: ImageSettings, output: Path, packages: tuple[st
 
 
 def _merged_usr_hooks() -> Path | None:
-    """The merged-/usr hook folder of the installed mmdebstrap (next to its program), if any."""
+    """The merged-/usr hook folder of the installed mmdebstrap (next to its program), if it has one.
+    With no mmdebstrap here nothing is built, but the key still names the hook, as a Debian install
+    of mmdebstrap has it: a root filesystem or base built elsewhere and kept in the cache is found."""
     program = shutil.which("mmdebstrap")
     if program is None:
-        return None
+        return Path("/usr") / _MERGED_USR_HOOKS
     folder = Path(program).resolve().parent.parent / _MERGED_USR_HOOKS
     return folder if folder.is_dir() else None
 
 
 def rootfs_key(settings: ImageSettings, packages: tuple[str, ...] = PACKAGES, suite: str = DEBIAN_SUITE) -> str:
-    """Names the cached root filesystem: everything that decides its content."""
-    command = mmdebstrap_command(settings, Path("rootfs.tar"), packages, suite)
+    """Names the cached root filesystem: everything that decides its content (the hook folder by its
+    name: where mmdebstrap is installed does not change what it makes)."""
+    command = [f"--hook-dir={Path(arg.split('=', 1)[1]).name}" if arg.startswith("--hook-dir=") else arg
+               for arg in mmdebstrap_command(settings, Path("rootfs.tar"), packages, suite)]
     return ContentHash().add_text("mmdebstrap", " ".join(command)).hexdigest()
 
 

@@ -59,3 +59,20 @@ def test_rootfs_key_follows_what_makes_the_rootfs(tmp_path):
     assert key != debian_base.rootfs_key(settings, debian_base.BUILD_PACKAGES)
     assert key != debian_base.rootfs_key(settings, suite="trixie")
     assert key != debian_base.rootfs_key(_settings(tmp_path, "http://mirror.example/debian"))
+
+
+def test_rootfs_key_names_the_merged_usr_hook_not_where_mmdebstrap_lives(tmp_path, monkeypatch):
+    settings = _settings(tmp_path)
+    monkeypatch.setattr(debian_base, "_merged_usr_hooks", lambda: Path("/usr/share/mmdebstrap/hooks/maybe-merged-usr"))
+    key = debian_base.rootfs_key(settings)
+    monkeypatch.setattr(debian_base, "_merged_usr_hooks", lambda: Path("/opt/mm/hooks/maybe-merged-usr"))
+    assert debian_base.rootfs_key(settings) == key
+    monkeypatch.setattr(debian_base, "_merged_usr_hooks", lambda: None)  # an mmdebstrap without the hook: usrmerge
+    assert debian_base.rootfs_key(settings) != key
+
+
+def test_without_mmdebstrap_the_key_is_that_of_a_debian_install(tmp_path, monkeypatch):
+    settings = _settings(tmp_path)
+    installed = debian_base.rootfs_key(settings)
+    monkeypatch.setattr(debian_base.shutil, "which", lambda name: None)
+    assert debian_base.rootfs_key(settings) == installed
