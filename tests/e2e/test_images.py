@@ -44,6 +44,24 @@ def test_offline_base_runs_the_runtime_as_the_non_root_user(offline_base):
     assert config["Cmd"] == ["python", "-m", "gym_compose.server"]
 
 
+def test_offline_base_has_no_docs_or_perl_but_keeps_copyrights_and_certificates(offline_base):
+    # mmdebstrap's doc filters (a dpkg.cfg.d file and a clean-up hook) and its merged-/usr hook (no
+    # usrmerge, which pulls in perl; perl-base is essential and stays)
+    output = run_in(
+        offline_base,
+        "sh",
+        "-c",
+        "find /usr/share/doc /usr/share/man /usr/share/info /usr/share/locale ! -type d ! -name copyright"
+        " ! -name locale.alias | wc -l; ls /usr/share/doc/*/copyright | wc -l;"
+        " { dpkg -s usrmerge || dpkg -s perl; } >/dev/null 2>&1 && echo perl || echo no-perl;"
+        " test -s /etc/ssl/certs/ca-certificates.crt && echo certificates;"
+        " test -d /bin && test -L /bin && echo merged-usr",
+    )
+    found, copyrights, perl, certificates, merged = output.split()
+    assert found == "0" and int(copyrights) > 50
+    assert (perl, certificates, merged) == ("no-perl", "certificates", "merged-usr")
+
+
 def test_tiny_server_image_adds_only_its_files_and_is_not_rebuilt(offline_base, tmp_path, removed_after, monkeypatch):
     folder = tmp_path / "e2e_tiny_server"
     (folder / "data").mkdir(parents=True)
