@@ -320,7 +320,7 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
         container["env"] = env
     if mounts:
         container["volumeMounts"] = mounts
-    container["resources"] = _resources(service, None if engine else _template_memory(service.role))
+    container["resources"] = _resources(service, None if engine else _default_memory(service))
     container["securityContext"] = _security(service, hardened=not engine)
     labels = _meta(project, service.name, service.role, service.name)["labels"]
     if service.role != ENGINE_ROLE:
@@ -342,10 +342,14 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
                      "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
 
 
-def _template_memory(role: str) -> str | None:
-    from gym_compose.render import role_defaults
+def _default_memory(service: Service) -> str | None:
+    """The compose target's default for the same service: its role's, or the NeMo Gym runtime's."""
+    from gym_compose.render import NEMO_GYM_LIMITS, role_defaults
+    from gym_compose.runtime_choice import NEMO_GYM
 
-    return (role_defaults(role).get("mem_limit") or load_template("server").get("mem_limit"))
+    if service.runtime == NEMO_GYM:
+        return str(NEMO_GYM_LIMITS["mem_limit"])
+    return role_defaults(service.role).get("mem_limit") or load_template("server").get("mem_limit")
 
 
 def _service(project: str, name: str, port: int, role: str) -> dict[str, Any]:

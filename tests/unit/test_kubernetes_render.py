@@ -182,3 +182,13 @@ def test_sandbox_networks_map_to_policies(tmp_path):
         env = {e["name"]: e.get("value") for e in coder["spec"]["containers"][0]["env"]}
         assert env["GYM_COMPOSE_SANDBOX_BROKER"] == "http://sandbox-broker:8000"
         assert env["GYM_COMPOSE_SANDBOX_TOKEN_FILE"].startswith("/run/secrets/")
+
+
+def test_a_nemo_gym_runtime_server_gets_the_same_default_memory_as_under_compose(roots):
+    config = weather_config()
+    config["weather"]["resources_servers"]["weather_impl"]["docker"] = {"runtime": "nemo_gym"}
+    manifests, _ = kubernetes_manifests(plan_stack(config, roots, StackOptions(project="p")), IMAGES)
+    deployments = by_kind(manifests, "Deployment")
+    limit = {name: d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+             for name, d in deployments.items() if name in ("weather", "weather-env")}
+    assert limit == {"weather": quantity("2g", "x"), "weather-env": quantity("512m", "x")}
