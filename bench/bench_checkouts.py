@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli_runs import FirstRolloutWatch, cached_bytecode_env  # noqa: E402  (bench/cli_runs.py)
 from machine import container_seconds  # noqa: E402  (bench/machine.py)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,10 +35,8 @@ ROWS = REPO / "server_images" / "example_single_tool_call" / "data" / "example.j
 
 
 def tree_env(tree: Path) -> dict[str, str]:
-    """The checkout's code with this venv's packages, its bytecode cached as an installed tool's is
-    (a PYTHONDONTWRITEBYTECODE in the caller's environment would compile ~100 modules every start)."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, "PYTHONPATH": str(tree)}
+    """The checkout's code with this venv's packages, its bytecode cached as an installed tool's is."""
+    return {**cached_bytecode_env(), "PYTHONPATH": str(tree)}
 
 
 def gym_compose(tree: Path, *args: str, cwd: Path | None = None, check: bool = True) -> None:
@@ -72,12 +71,9 @@ def eval_run(tree: Path, project: str, port: str, rows: Path, work: Path, name: 
          "--num-samples-in-parallel", "32"],
         cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=tree_env(tree))
-    first = float("nan")
+    first = FirstRolloutWatch(results, f"{name}-*", started)
     while process.poll() is None:
-        if first != first:
-            written = next(results.glob(f"{name}-*/rollouts.jsonl"), None)
-            if written is not None and written.stat().st_size > 0:
-                first = time.monotonic() - started
+        first.poll()
         time.sleep(0.01)
     wall = time.monotonic() - started
     _, stderr = process.communicate()
@@ -86,7 +82,7 @@ def eval_run(tree: Path, project: str, port: str, rows: Path, work: Path, name: 
     (run_dir,) = results.glob(f"{name}-*")
     rate = json.loads((run_dir / "progress.json").read_text())["rollouts_per_second"]
     total = sum(1 for line in rows.read_text().splitlines() if line.strip())
-    return wall, first, wall - total / rate
+    return wall, float("nan") if first.seconds is None else first.seconds, wall - total / rate
 
 
 def load() -> str:

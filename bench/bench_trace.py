@@ -24,6 +24,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli_runs import FirstRolloutWatch, cached_bytecode_env  # noqa: E402  (bench/cli_runs.py)
+
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
 PROJECT = "gym-compose-trace"
@@ -47,13 +50,7 @@ def traced_env(work: Path) -> tuple[dict[str, str], Path]:
     bin_dir.mkdir()
     (bin_dir / "docker").write_text(WRAPPER.format(docker=docker, log=log))
     (bin_dir / "docker").chmod(0o755)
-    return {**plain_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}"}, log
-
-
-def plain_env() -> dict[str, str]:
-    """Bytecode cached as an installed tool's is (PYTHONDONTWRITEBYTECODE would compile ~100 modules
-    on every start)."""
-    return {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    return {**cached_bytecode_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}"}, log
 
 
 def timestamp(text: str) -> float:
@@ -94,18 +91,16 @@ def run(argv: list[str], env: dict[str, str], cwd: Path = REPO, results: Path | 
     """Runs the command; with `results` (an eval run's --results-dir) also says when its first
     rollout was written."""
     t0 = time.time()
+    first = FirstRolloutWatch(results) if results is not None else None
     process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = None
-    while results is not None and first is None and process.poll() is None:
-        written = next(results.glob("*/rollouts.jsonl"), None)
-        if written is not None and written.stat().st_size > 0:
-            first = time.time() - t0
+    while first is not None and first.seconds is None and process.poll() is None:
+        first.poll()
         time.sleep(0.005)
     _, stderr = process.communicate(timeout=600)
     if process.returncode != 0:
         sys.exit(f"`{' '.join(argv[2:])}` failed:\n{stderr[-3000:]}")
-    if first is not None:
-        print(f"  first rollout written at {first:.2f} s")
+    if first is not None and first.seconds is not None:
+        print(f"  first rollout written at {first.seconds:.2f} s")
     return t0
 
 
@@ -119,7 +114,7 @@ def main() -> None:
     parser.add_argument("--head-port", default=HEAD_PORT)
     args = parser.parse_args()
     PROJECT, HEAD_PORT = args.project, args.head_port
-    plain = plain_env()
+    plain = cached_bytecode_env()
     subprocess.run([*CLI, "down", "-p", PROJECT], cwd=REPO, capture_output=True, timeout=600)
     up = [*CLI, "up", "-d", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR]
     work = Path(tempfile.mkdtemp(prefix="bench-trace-"))

@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from cli_runs import FirstRolloutWatch  # noqa: E402
 from machine import (  # noqa: E402
     container_seconds,
     machine_busy_seconds,
@@ -202,13 +203,10 @@ class ComposeStack:
             [*CLI, "eval", "run", "--no-serve", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR, "--input",
              str(rows), "--run-name", name, "--num-samples-in-parallel", str(parallel)],
             cwd=self.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        first = None
+        first = FirstRolloutWatch(results, f"{name}-*", started)
         while process.poll() is None:
             collector.sample()
-            if first is None:
-                rollouts = next(results.glob(f"{name}-*/rollouts.jsonl"), None)
-                if rollouts is not None and rollouts.stat().st_size > 0:
-                    first = time.monotonic() - started
+            first.poll()
             time.sleep(0.02)
         wall = time.monotonic() - started
         stdout, stderr = process.communicate()
@@ -217,7 +215,7 @@ class ComposeStack:
         (run_dir,) = results.glob(f"{name}-*")
         rate = json.loads((run_dir / "progress.json").read_text())["rollouts_per_second"]
         written = sum(1 for line in (run_dir / "rollouts.jsonl").read_text().splitlines() if line.strip())
-        return wall, rate, written, first, collector.seconds()
+        return wall, rate, written, first.seconds, collector.seconds()
 
 
 class CollectorWatch:
