@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,3 +31,13 @@ def publish_complete(staging: Path, folder: Path) -> None:
     if folder.exists():
         shutil.rmtree(folder)
     staging.rename(folder)
+
+
+def make_once(folder: Path, lock: Path, make: Callable[[], None]) -> None:
+    """Runs `make` unless `folder` is complete, checked again under `lock`, so that two processes
+    never make the same cache folder; `make` ends with `publish_complete` into `folder`."""
+    if (folder / COMPLETE_MARKER).exists():
+        return
+    with file_lock(lock):
+        if not (folder / COMPLETE_MARKER).exists():
+            make()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.build_lock import COMPLETE_MARKER, file_lock, publish_complete
+from gym_compose.engine.build_lock import COMPLETE_MARKER, make_once, publish_complete
 from gym_compose.engine.image_hash import ContentHash
 from gym_compose.engine.image_settings import ImageSettings, PythonPlatform
 from gym_compose.errors import UserError
@@ -76,10 +76,8 @@ def ensure_native_sources(requirements: str, cache_dir: Path, progress: Callable
     """The sdists of `requirements` (downloaded into the cache once) and their build/runtime needs."""
     key = ContentHash().add_text("native-requirements", requirements).hexdigest()
     folder = cache_dir / "sdists" / key
-    if not (folder / COMPLETE_MARKER).exists():
-        with file_lock(cache_dir / "locks" / f"sdists-{key}.lock"):
-            if not (folder / COMPLETE_MARKER).exists():
-                _download_sdists(requirements, folder, progress)
+    make_once(folder, cache_dir / "locks" / f"sdists-{key}.lock",
+              lambda: _download_sdists(requirements, folder, progress))
     sdists = sorted(path for path in folder.iterdir() if path.name.endswith((".tar.gz", ".tgz")))
     build_requires: list[str] = []
     runtime_requires: list[str] = []
@@ -166,10 +164,8 @@ def build_sdist_wheel(requirement: str, platform: PythonPlatform, cache_dir: Pat
     builder = ensure_debian_wheel_build_image(settings, progress, platform.suite)
     key = ContentHash().add_text("requirement", requirement).add_text("builder", builder).hexdigest()
     folder = cache_dir / "built-wheels" / key
-    if not (folder / COMPLETE_MARKER).exists():
-        with file_lock(cache_dir / "locks" / f"built-wheels-{key}.lock"):
-            if not (folder / COMPLETE_MARKER).exists():
-                _compile_wheel(requirement, platform, builder, folder, cache_dir, progress, ensure_wheelhouse)
+    make_once(folder, cache_dir / "locks" / f"built-wheels-{key}.lock",
+              lambda: _compile_wheel(requirement, platform, builder, folder, cache_dir, progress, ensure_wheelhouse))
     wheels = sorted(folder.glob("*.whl"))
     if len(wheels) != 1:
         raise UserError(f"building {requirement!r} from source left {len(wheels)} wheels in {folder}",

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gym_compose.engine import native_build
-from gym_compose.engine.build_lock import COMPLETE_MARKER, file_lock, publish_complete
+from gym_compose.engine.build_lock import make_once, publish_complete
 from gym_compose.engine.image_hash import ContentHash
 from gym_compose.engine.image_settings import LEAN_PLATFORM, PythonPlatform, machine_arch
 from gym_compose.errors import UserError
@@ -87,11 +87,8 @@ def ensure_wheelhouse(
         digest.add_text("release-clashes", "yes").add_text("resolve-with", resolve_with)
     key = digest.hexdigest()
     wheelhouse = cache_dir / "wheels" / key
-    if (wheelhouse / COMPLETE_MARKER).exists():
-        return wheelhouse
-    with file_lock(cache_dir / "locks" / f"wheels-{key}.lock"):
-        if (wheelhouse / COMPLETE_MARKER).exists():
-            return wheelhouse
+
+    def make() -> None:
         progress(f"wheelhouse: downloading wheels for {_describe(requirements)} (python {platform.python})")
         wheelhouse.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=wheelhouse.parent))
@@ -110,6 +107,8 @@ def ensure_wheelhouse(
             publish_complete(staging, wheelhouse)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    make_once(wheelhouse, cache_dir / "locks" / f"wheels-{key}.lock", make)
     return wheelhouse
 
 
