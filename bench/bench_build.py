@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gym_compose.engine import docker_cli  # noqa: E402
-from gym_compose.engine.image_settings import IMAGE_LABEL, ImageSettings  # noqa: E402
-from gym_compose.engine.images import PROJECT_ROOT, ensure_base_image, ensure_server_image, image_size  # noqa: E402
+from gym_compose.engine.images.image_settings import IMAGE_LABEL, ImageSettings  # noqa: E402
+from gym_compose.engine.images.lean_images import PROJECT_ROOT, ensure_base_image, ensure_server_image, image_size  # noqa: E402
 from gym_compose.errors import UserError  # noqa: E402
 
 

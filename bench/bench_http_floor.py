@@ -20,14 +20,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gym_compose.server.http_client import HttpClient  # noqa: E402
+from gym_compose.net.http_client import HttpClient  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 SERVER = textwrap.dedent("""
     import sys
     from starlette.applications import Starlette
     from starlette.routing import Route
-    from gym_compose.server.web import json_response, serve
+    from gym_compose.net.web import json_response, serve
     BODY = {"id": "resp_1", "output": [{"type": "message", "content": "x" * 600}]}
     async def answer(request):
         await request.body()

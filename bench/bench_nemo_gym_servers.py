@@ -38,7 +38,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gym_compose.engine.server_requirements import server_requirements  # noqa: E402
+from gym_compose.plan.requirements import server_requirements  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [str(REPO / ".venv" / "bin" / "gym-compose")]

@@ -37,9 +37,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "protocol"))
 
-from gym_compose.server.http_client import HttpClient  # noqa: E402
-from gym_compose.engine.local_processes import LocalProcesses, with_local_addresses  # noqa: E402
 from stacks import point_proxy_at_mock, seed_verify_stack  # noqa: E402
+
+from gym_compose.engine.targets.local_processes import LocalProcesses, with_local_addresses  # noqa: E402
+from gym_compose.net.http_client import HttpClient  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nemo_gym" / "example_single_tool_call" / "example.jsonl"
 LOCAL_ROWS = REPO / "server_images" / "example_single_tool_call" / "data" / "example.jsonl"

@@ -58,7 +58,7 @@ from machine import (  # noqa: E402
     tree_seconds,
 )
 
-from gym_compose.engine.local_processes import LocalProcesses, with_local_addresses  # noqa: E402
+from gym_compose.engine.targets.local_processes import LocalProcesses, with_local_addresses  # noqa: E402
 
 NEMO_GYM_VERSION = "0.7.0"
 HOME = Path(os.environ.get("GYM_COMPOSE_BENCH_HOME", Path.home() / ".cache" / "gym-compose-bench"))

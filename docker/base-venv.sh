@@ -1,7 +1,7 @@
 # gym-compose base image, first half (`<prefix>/base-venv:<hash>`): Python's venv in /opt/venv with
 # the runtime requirements, and the non-root server user. Run as root in a container of the parent
 # image (python:3.11-slim, GYM_COMPOSE_BASE_IMAGE, or the offline Debian image) by
-# gym_compose/engine/images.py, with this folder at /tmp/gym-compose-build; the container is
+# gym_compose/engine/images/lean_images.py, with this folder at /tmp/gym-compose-build; the container is
 # then committed as the image. Arguments: the Python version the parent must have, and pip's
 # options (--no-index when wheels/ holds every wheel: offline).
 set -eu

@@ -1,7 +1,7 @@
 # The NeMo Gym runtime (docs/nemo-gym-runtime.md): the real nemo-gym package and its dependencies
 # on a Python it supports (3.13), in one venv shared by every server that runs on it, plus the
 # gym_compose container modules for the launcher and the healthcheck (copied last). Built by
-# gym_compose/engine/nemo_gym_images.py: PARENT_IMAGE is the offline Debian trixie image (or
+# gym_compose/engine/images/nemo_gym_images.py: PARENT_IMAGE is the offline Debian trixie image (or
 # python:3.13-slim); PIP_INSTALL_OPTIONS is --no-index when wheels/ holds every wheel (offline).
 # nemo-gym 0.7 asks for Python >=3.13.14; trixie ships 3.13.5, hence --ignore-requires-python.
 ARG PARENT_IMAGE

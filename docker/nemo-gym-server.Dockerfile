@@ -2,7 +2,7 @@
 # requirements (NeMo Gym's per-server venv, minus nemo-gym itself, which the runtime holds) in a
 # staging prefix, and its code where a NeMo Gym checkout has it: /srv/gym/<server_type>/<name>/,
 # with the other servers of the same search root it imports beside it.
-# shadow.txt (name==version lines, written by gym_compose/engine/nemo_gym_images.py) names the
+# shadow.txt (name==version lines, written by gym_compose/engine/images/nemo_gym_images.py) names the
 # server's pins that clash with the runtime's versions: they go into /opt/server-packages, which is
 # on PYTHONPATH ahead of the runtime's site-packages (the shadow layer); everything else the server
 # needs is installed with the runtime's versions as constraints, so it stays shared.

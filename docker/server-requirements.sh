@@ -1,5 +1,5 @@
 # A server image with a requirements.txt: its packages installed into the base's /opt/venv. Run as
-# root in a container of the base by gym_compose/engine/images.py, with this folder (wheels/,
+# root in a container of the base by gym_compose/engine/images/lean_images.py, with this folder (wheels/,
 # requirements.txt) at /tmp/gym-compose-build and the server's files already at /srv/server; the
 # container is then committed, so the image gains only those packages and the files (this folder
 # is removed, and leaves nothing). The base's own packages are pinned (constraints), so a server

@@ -1,3 +1,3 @@
-from gym_compose.cli import main
+from gym_compose.cli.main import main
 
 main()

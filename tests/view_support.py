@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from gym_compose.collect.metrics import aggregate_metrics
+from gym_compose.metrics.agent_metrics import aggregate_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"

@@ -40,7 +40,7 @@ def reply(text: str) -> dict:
 
 async def play(env, seed: int, line: list[str]) -> float:
     """The reward of playing `line` (then standing) on the hand of `seed`, through the server's game."""
-    from gym_compose.server.protocol import Response
+    from gym_compose.server.responses_api import Response
 
     session = f"prepare-{seed}"
     await env.reset({"seed": seed}, session_id=session)

@@ -3,7 +3,7 @@
     python benchmarks/swebench_mini/prepare.py        (or: gym-compose eval prepare --benchmark swebench_mini)
 
 The rows are checked in; run this after changing a task. Each row is in SWE-bench Pro's format
-(gym_compose/swe/task_rows.py); the same task files always give the same rows (base commits too).
+(gym_compose/runs/swe_task_rows.py); the same task files always give the same rows (base commits too).
 """
 
 import sys
@@ -13,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the checkout's gym_compose, however this is started
 
 from gym_compose.errors import UserError  # noqa: E402
-from gym_compose.swe.task_rows import write_rows  # noqa: E402
+from gym_compose.runs.swe_task_rows import write_rows  # noqa: E402
 
 OUTPUT = HERE / "data" / "swebench_mini.jsonl"
 

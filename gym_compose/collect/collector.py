@@ -35,7 +35,7 @@ from gym_compose.collect.rows import (
 )
 from gym_compose.collect.server_metrics import aggregate_through_servers
 from gym_compose.errors import UserError
-from gym_compose.server.http_client import HttpClient
+from gym_compose.net.http_client import HttpClient
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
@@ -134,7 +134,7 @@ async def _run_all(pending, routing: RoutingTable, options: CollectOptions, roll
                    failures: JsonlAppender, tracker: ProgressTracker, results: list | None, stop: RunStop) -> None:
     """A pool of workers over one shared queue: the pool size bounds both admitted and in-flight rollouts.
 
-    The workers share one keep-alive client (the servers' own, gym_compose.server.http_client): a
+    The workers share one keep-alive client (the servers' own, gym_compose.net.http_client): a
     POST costs it a fraction of httpx's CPU, and its pool takes an idle connection in O(1).
     """
     workers = options.concurrency(len(pending))

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from gym_compose.collect.aggregate import compute_aggregate_metrics
-from gym_compose.collect.metrics import pass_at_k_metrics
 from gym_compose.collect.routing import EnvironmentServer, RoutingTable
 from gym_compose.collect.rows import ENVIRONMENT_SERVER, TASK_INDEX, rollout_key, sortable, sortable_rollout_key
+from gym_compose.metrics.agent_metrics import pass_at_k_metrics
+from gym_compose.metrics.aggregate import compute_aggregate_metrics
 
 AGGREGATE_METRICS_PATH = "/aggregate_metrics"
 HEAVY_FIELDS = ("response", "responses_create_params", "ng_agent_observations", "ng_model_call_capture",
@@ -93,7 +93,7 @@ def _label(server: EnvironmentServer, group: list[dict[str, Any]]) -> str:
 
 def post_json(url: str, body: dict[str, Any]) -> tuple[int, Any]:
     """POST `body` with the servers' own HTTP client (the collector's); (status, decoded JSON or text)."""
-    from gym_compose.server.http_client import HttpClient
+    from gym_compose.net.http_client import HttpClient
 
     parts = urlsplit(url)
 

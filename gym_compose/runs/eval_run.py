@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from gym_compose.console import say
-from gym_compose.engine.target import DeployedStack
+from gym_compose.engine.targets.deployed_stack import DeployedStack
 from gym_compose.errors import UserError
 from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
@@ -37,8 +37,8 @@ from gym_compose.stack.lifecycle import (
     start_servers,
 )
 from gym_compose.stack.state import deployed_stack, project_dir, remember_target
+from gym_compose.stack.swe_preflight import check_pulled_images
 from gym_compose.stack.teardown import down_quietly, stop_and_remove
-from gym_compose.swe.preflight import check_pulled_images
 
 __all__ = ["CollectionArgs", "run_collection"]
 

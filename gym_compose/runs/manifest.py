@@ -13,7 +13,7 @@ from typing import Any
 from gym_compose import __version__
 from gym_compose.config import redact
 from gym_compose.config.redact import MASK, is_secret_key
-from gym_compose.engine.images import image_digest
+from gym_compose.engine.images.lean_images import image_digest
 from gym_compose.errors import UserError
 
 MANIFEST_FILE = "manifest.json"

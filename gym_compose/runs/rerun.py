@@ -52,7 +52,7 @@ def split_overrides(overrides: list[str], manifest: dict[str, Any]) -> tuple[dic
 def pin_images(manifest: dict[str, Any], rebuild: bool, ask: bool) -> tuple[dict[str, str], dict[str, str]]:
     """(pinned: key -> the recorded image, by its tag while the tag still names the recorded id, else
     by id; to_rebuild: key -> recorded tag, for images gone from this engine)."""
-    from gym_compose.engine.image_build import inspect_image
+    from gym_compose.engine.images.image_build import inspect_image
 
     pinned: dict[str, str] = {}
     missing: dict[str, tuple[str, str | None]] = {}

@@ -10,9 +10,15 @@ from pathlib import Path
 from gym_compose.config import LoadedConfig
 from gym_compose.contract import COLLECTOR_RESULTS
 from gym_compose.errors import UserError
-from gym_compose.inputs import Dataset, benchmark_datasets, check_rollouts, uniform_num_repeats, write_collection_input
-from gym_compose.plan import Stack
-from gym_compose.render import CollectorRun
+from gym_compose.plan.planner import Stack
+from gym_compose.render.compose import CollectorRun
+from gym_compose.runs.datasets import (
+    Dataset,
+    benchmark_datasets,
+    check_rollouts,
+    uniform_num_repeats,
+    write_collection_input,
+)
 from gym_compose.runs.run_folders import collector_user
 
 INPUT_FILE = "input.jsonl"

@@ -11,13 +11,19 @@ from pathlib import Path
 
 from gym_compose.collect.progress import read_progress
 from gym_compose.console import say
-from gym_compose.engine.compose import ComposeProject
-from gym_compose.engine.target import EXITED_STATES, DeployedStack, RunningProcess, ServiceState, StackCheck
+from gym_compose.engine.targets.compose_project import ComposeProject
+from gym_compose.engine.targets.deployed_stack import (
+    EXITED_STATES,
+    DeployedStack,
+    RunningProcess,
+    ServiceState,
+    StackCheck,
+)
 from gym_compose.errors import UserError
-from gym_compose.plan import COLLECTOR_SERVICE
+from gym_compose.plan.planner import COLLECTOR_SERVICE
+from gym_compose.plan.sandbox_names import BROKER_SERVICE
 from gym_compose.runs.progress_display import ProgressDisplay
-from gym_compose.sandbox_stack.names import BROKER_SERVICE
-from gym_compose.sandbox_stack.pull_progress import PullProgress
+from gym_compose.runs.pull_progress import PullProgress
 from gym_compose.stack.lifecycle import project_states
 from gym_compose.stack.teardown import uninterruptible
 

@@ -29,7 +29,7 @@ from gym_compose.sandbox.types import (
 )
 
 if TYPE_CHECKING:
-    from gym_compose.server.http_client import HttpClient
+    from gym_compose.net.http_client import HttpClient
 
 BROKER_ENV = "GYM_COMPOSE_SANDBOX_BROKER"
 TOKEN_FILE_ENV = "GYM_COMPOSE_SANDBOX_TOKEN_FILE"
@@ -83,7 +83,7 @@ class BrokerProvider:
 
     async def _request(self, method: str, path: str, *, json: Any = None, content: Optional[bytes] = None,
                        timeout: Optional[float] = None, handle: Optional[SandboxHandle] = None):
-        from gym_compose.server.http_client import HttpClient
+        from gym_compose.net.http_client import HttpClient
 
         host, port, headers = self._settings()
         grant = (handle.raw or {}).get("grant") if handle is not None and isinstance(handle.raw, dict) else None

@@ -9,7 +9,7 @@ group_level_metrics, repeat_level_metrics}`. A server customises the result with
 `per_task_metrics` list is merged into the matching `group_level_metrics` entries) and
 `get_key_metrics(agent_metrics)` (the headline subset; default: the `mean/` entries).
 
-The computation itself is `gym_compose.collect.aggregate` (pure), which the collector also uses
+The computation itself is `gym_compose.metrics.aggregate` (pure), which the collector also uses
 for a server that has no such route.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:  # imported where used: agents and environments only forward (~0.07 s of their start)
-    from gym_compose.collect.aggregate import Tasks
+    from gym_compose.metrics.aggregate import Tasks
 
 AGGREGATE_METRICS_PATH = "/aggregate_metrics"
 
@@ -54,13 +54,13 @@ class AggregateMetricsHooks:
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         """The headline metrics: by default every `mean/` entry."""
-        from gym_compose.collect.aggregate import default_key_metrics
+        from gym_compose.metrics.aggregate import default_key_metrics
 
         return default_key_metrics(agent_metrics)
 
     async def aggregate_metrics(self, body: AggregateMetricsRequest) -> AggregateMetrics:
         """What `/aggregate_metrics` answers; a server may override it whole (NeMo Gym's signature)."""
-        from gym_compose.collect.aggregate import compute_aggregate_metrics
+        from gym_compose.metrics.aggregate import compute_aggregate_metrics
 
         return AggregateMetrics.model_validate(
             compute_aggregate_metrics(body.verify_responses, self.compute_metrics, self.get_key_metrics,

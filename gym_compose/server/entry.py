@@ -37,9 +37,9 @@ def _entrypoint_path(context: ServerContext) -> Path:
 
 def _serve_entrypoint(context: ServerContext) -> None:
     """Run a NeMo Gym-style app.py as __main__: its `X.run_webserver()` serves through this runtime."""
+    from gym_compose.net.web import resume_gc
     from gym_compose.server import compat
     from gym_compose.server.base import BaseServer
-    from gym_compose.server.web import resume_gc
 
     compat.install()
     # An app.py that serves by itself (its own uvicorn.run, not run_webserver) never reaches

@@ -9,10 +9,10 @@ from typing import Any, Optional
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from gym_compose.server.protocol import FunctionCall, Response, ResponseCreateParams, output_text_of
+from gym_compose.net.web import JSONResponse
 from gym_compose.server.resources import SimpleResourcesServer, add_aggregate_metrics_route
+from gym_compose.server.responses_api import FunctionCall, Response, ResponseCreateParams, output_text_of
 from gym_compose.server.sessions import SESSION_ID_KEY
-from gym_compose.server.web import JSONResponse
 
 
 class EnvResetRequest(BaseModel):

@@ -8,8 +8,8 @@ import yaml
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gym_compose.net.web import json_response
 from gym_compose.server.context import HEAD_INSTANCE, SERVER_TYPES, ServerContext
-from gym_compose.server.web import json_response
 
 
 def server_instances(config: dict[str, Any]) -> list[dict[str, Any]]:

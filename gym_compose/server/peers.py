@@ -16,8 +16,8 @@ from typing import Any, Optional
 import orjson
 
 from gym_compose.contract import TIME_LEFT_HEADER
+from gym_compose.net.http_client import HttpClient, HttpResponse, PeerConnectError, PeerTimeout
 from gym_compose.server.context import instance_address
-from gym_compose.server.http_client import HttpClient, HttpResponse, PeerConnectError, PeerTimeout
 from gym_compose.server.time_budget import call_timeout
 
 DEFAULT_CONNECT_RETRY_SECONDS = 5.0

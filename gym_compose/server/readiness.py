@@ -146,7 +146,7 @@ class PeersReadiness:
             self._task = asyncio.get_running_loop().create_task(self._poll())
 
     async def _poll(self) -> None:
-        from gym_compose.server.web import READY_PATH
+        from gym_compose.net.web import READY_PATH
 
         class ProbeFailed(Exception):
             pass

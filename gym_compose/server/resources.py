@@ -9,15 +9,15 @@ from typing import Any, ClassVar, Optional
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gym_compose.net.web import JSONResponse, read_json_object
 from gym_compose.server.aggregation import (
     AGGREGATE_METRICS_PATH,
     AggregateMetricsHooks,
     AggregateMetricsRequest,
 )
 from gym_compose.server.base import BaseServer, BaseServerConfig
-from gym_compose.server.protocol import Response, ResponseCreateParams
+from gym_compose.server.responses_api import Response, ResponseCreateParams
 from gym_compose.server.sessions import SESSION_ID_KEY
-from gym_compose.server.web import JSONResponse, read_json_object
 
 
 class ReverifyMode(str, Enum):

@@ -2,7 +2,7 @@
 
 Same names, arguments and results as NeMo Gym 0.7: `compute_pass_majority_metrics`,
 `add_avg_sample_std_dev`, `compute_subset_metrics`, `highest_k_metrics`, and
-`compute_aggregate_metrics` (gym_compose.collect.aggregate). Scores are percentages (0-100).
+`compute_aggregate_metrics` (gym_compose.metrics.aggregate). Scores are percentages (0-100).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Optional
 
-from gym_compose.collect import aggregate
+from gym_compose.metrics import aggregate
 from gym_compose.server.aggregation import AggregateMetrics
 
 STD_DEV_ACROSS_RUNS = "/std_dev_across_runs"

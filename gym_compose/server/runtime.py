@@ -10,10 +10,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.contract import ROOT_READY_ENV
-from gym_compose.server.context import ServerConfigError, ServerContext, load_context
-from gym_compose.server.readiness import PeersReadiness, Readiness
-from gym_compose.server.time_budget import adopt_from_scope
-from gym_compose.server.web import (
+from gym_compose.net.web import (
     READY_PATH,
     BadRequestBody,
     ErrorBoundary,
@@ -23,6 +20,9 @@ from gym_compose.server.web import (
     serve,
     server_error_body,
 )
+from gym_compose.server.context import ServerConfigError, ServerContext, load_context
+from gym_compose.server.readiness import PeersReadiness, Readiness
+from gym_compose.server.time_budget import adopt_from_scope
 
 if TYPE_CHECKING:  # imported where used: the head serves no server class (pydantic is ~0.1 s of its start)
     from gym_compose.server.base import BaseServer

@@ -15,17 +15,17 @@ from gym_compose.config import LoadedConfig, load
 from gym_compose.config.request import ConfigRequest
 from gym_compose.console import say
 from gym_compose.contract import CACHE_LABEL
-from gym_compose.engine.build import build_stack_images
-from gym_compose.engine.compose import (
+from gym_compose.engine.images.build import build_stack_images
+from gym_compose.engine.targets.compose_project import (
     ComposeProject,
     ensure_volume,
     labelled_projects,
     require_compose,
 )
-from gym_compose.engine.target import DeployedStack, ServiceState
+from gym_compose.engine.targets.deployed_stack import DeployedStack, ServiceState
 from gym_compose.errors import UserError
-from gym_compose.plan import Stack, StackOptions, plan_stack
-from gym_compose.render import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
+from gym_compose.plan.planner import Stack, StackOptions, plan_stack
+from gym_compose.render.compose import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
 from gym_compose.stack.log_following import attach
 from gym_compose.stack.state import deployed_stack, existing_project, forget_project, project_dir, remember_target
 from gym_compose.stack.table import print_services
@@ -54,7 +54,7 @@ def plan_from_request(args: StackArgs) -> Stack:
 
 def render_options() -> RenderOptions:
     """What the engine at hand supports (asked once the config and the plan are known to be good)."""
-    from gym_compose.engine.sandboxes import docker_socket
+    from gym_compose.engine.targets.sandbox_containers import docker_socket
 
     return RenderOptions(docker_socket=docker_socket())
 
@@ -63,11 +63,11 @@ def target_images(stack: Stack, pinned: dict[str, str] | None = None) -> dict[st
     """The stack's images, built here; for swarm/kubernetes with --registry, pushed and named by digest."""
     images = build_stack_images(stack, progress=say, pinned=pinned)
     if stack.options.registry:
-        from gym_compose.engine.registry import push_images
+        from gym_compose.engine.images.image_registry import push_images
 
         return push_images(images, stack.options.registry, progress=say)
     if stack.options.node_engines:
-        from gym_compose.engine.registry import copy_images
+        from gym_compose.engine.images.image_registry import copy_images
 
         copy_images(images, stack.options.node_engines, progress=say)
     elif stack.options.target != "compose":
@@ -86,8 +86,8 @@ def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None
                         "`kubectl apply -n NAMESPACE -f DIR` (docs/deploy.md)")
     images = target_images(stack, pinned)
     if target == "swarm":
-        from gym_compose.engine.swarm import SwarmStack
-        from gym_compose.render_swarm import write_swarm_project
+        from gym_compose.engine.targets.swarm_stack import SwarmStack
+        from gym_compose.render.swarm import write_swarm_project
 
         return images, SwarmStack(stack.project, write_swarm_project(stack, images, out_dir, collector,
                                                                      render_options()))
@@ -98,7 +98,7 @@ def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None
 def render_command(args: StackArgs, output: Path) -> Path:
     stack = plan_from_request(args)
     if stack.options.target == "kubernetes":
-        from gym_compose.render_kubernetes import write_manifests
+        from gym_compose.render.kubernetes import write_manifests
 
         path = write_manifests(stack, target_images(stack), output)
         say(f"rendered {path}; apply it with: kubectl apply -n NAMESPACE -f {output}")
@@ -133,7 +133,7 @@ def project_states(stack: DeployedStack) -> list[ServiceState]:
 def refuse_if_running(project_name: str, target: str = "compose") -> None:
     """Two commands must not drive one project: the second would recreate the first's containers."""
     if target == "swarm":
-        from gym_compose.engine.swarm import require_swarm
+        from gym_compose.engine.targets.swarm_stack import require_swarm
 
         require_swarm()
     running = ComposeProject(project_name).quick_states()  # one `docker ps`, not `compose ps`
@@ -163,13 +163,13 @@ def start_servers(stack: Stack, deployed: DeployedStack) -> None:
 
 def stack_service_names(stack: Stack) -> list[str]:
     """Every long-running service: the servers, and the sandbox broker when servers lease sandboxes."""
-    from gym_compose.sandbox_stack.names import BROKER_SERVICE
+    from gym_compose.plan.sandbox_names import BROKER_SERVICE
 
     return [s.name for s in stack.services] + ([BROKER_SERVICE] if stack.sandboxes is not None else [])
 
 
 def up_command(args: StackArgs, detach: bool) -> None:
-    from gym_compose.swe.preflight import check_pulled_images
+    from gym_compose.stack.swe_preflight import check_pulled_images
 
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots)
@@ -216,6 +216,6 @@ def ps_command(project_name: str) -> None:
         say(f"project {project_name!r} has no containers")
         return
     print_services(states)
-    from gym_compose.sandbox_stack.commands import print_sandboxes
+    from gym_compose.stack.sandbox_commands import print_sandboxes
 
     print_sandboxes(project_name)

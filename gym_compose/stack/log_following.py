@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gym_compose.console import say
 from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
-from gym_compose.engine.target import DeployedStack, RunningProcess, ServiceState
+from gym_compose.engine.targets.deployed_stack import DeployedStack, RunningProcess, ServiceState
 from gym_compose.errors import UserError
 from gym_compose.stack.state import existing_project
 from gym_compose.stack.teardown import STOP_GRACE_SECONDS, stop_and_remove

@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
-from gym_compose.engine.compose import ComposeProject
-from gym_compose.engine.target import DeployedStack
-from gym_compose.render import COMPOSE_FILE
+from gym_compose.engine.targets.compose_project import ComposeProject
+from gym_compose.engine.targets.deployed_stack import DeployedStack
+from gym_compose.render.compose import COMPOSE_FILE
 
 TARGET_FILE = "target"  # which target `up` deployed the project on, for down/ps/logs
 
@@ -36,8 +36,8 @@ def existing_project(project: str) -> DeployedStack:
 def deployed_stack(project: str, target: str) -> DeployedStack:
     """`project` on `target`, with the files `up` rendered for it when they are there."""
     if target == "swarm":
-        from gym_compose.engine.swarm import SwarmStack
-        from gym_compose.render_swarm import STACK_FILE
+        from gym_compose.engine.targets.swarm_stack import SwarmStack
+        from gym_compose.render.swarm import STACK_FILE
 
         stack_file = project_dir(project) / STACK_FILE
         return SwarmStack(project, stack_file if stack_file.is_file() else None)

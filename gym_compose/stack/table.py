@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gym_compose.engine.target import ServiceState
+from gym_compose.engine.targets.deployed_stack import ServiceState
 
 
 def print_services(states: Sequence[ServiceState]) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gym_compose.console import say
-from gym_compose.engine.target import DeployedStack
+from gym_compose.engine.targets.deployed_stack import DeployedStack
 from gym_compose.errors import UserError
 from gym_compose.stack.state import forget_project
 

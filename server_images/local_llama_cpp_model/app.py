@@ -32,9 +32,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
-from gym_compose.server.web import json_response, read_json_object
 
 LOG = logging.getLogger("gym_compose.server.local_llama_cpp_model")
 # create_chat_completion's sampling arguments that a chat request may set

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gym_compose.engine import docker_cli, images
-from gym_compose.engine.image_settings import ImageSettings
+from gym_compose.engine import docker_cli
+from gym_compose.engine.images import lean_images as images
+from gym_compose.engine.images.image_settings import ImageSettings
 
 pytestmark = pytest.mark.docker
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
@@ -288,8 +289,8 @@ def test_killed_gym_compose_then_down_leaves_nothing(tmp_path):
 
 
 def test_a_servers_sandbox_build_folder_is_built_from_the_default_sandbox_image_once(tmp_path):
-    from gym_compose.engine.images import ensure_base_image
-    from gym_compose.engine.sandbox_images import ensure_default_sandbox_image, ensure_sandbox_build
+    from gym_compose.engine.images.lean_images import ensure_base_image
+    from gym_compose.engine.images.sandbox_images import ensure_default_sandbox_image, ensure_sandbox_build
 
     folder = tmp_path / "sandbox_image"
     folder.mkdir()
@@ -312,10 +313,10 @@ def test_a_servers_sandbox_build_folder_is_built_from_the_default_sandbox_image_
 def test_an_image_without_python_runs_commands_by_engine_api_exec(tmp_path):
     import asyncio
 
-    from gym_compose.engine.images import ensure_base_image
-    from gym_compose.engine.sandbox_images import ensure_default_sandbox_image, ensure_sandbox_build
+    from gym_compose.engine.images.lean_images import ensure_base_image
+    from gym_compose.engine.images.sandbox_images import ensure_default_sandbox_image, ensure_sandbox_build
     from gym_compose.sandbox.broker.channel import FallbackChannel
-    from gym_compose.sandbox.broker.engine import Engine
+    from gym_compose.sandbox.broker.docker_backend import Engine
     from gym_compose.sandbox.broker.pool import SandboxPool
     from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 

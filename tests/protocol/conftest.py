@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
-from gym_compose.engine.local_processes import LocalProcesses, with_local_addresses
+from gym_compose.engine.targets.local_processes import LocalProcesses, with_local_addresses
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_IMAGES = REPO_ROOT / "server_images"

@@ -10,7 +10,7 @@ import sys
 import uuid
 from typing import Any, Optional
 
-from gym_compose.sandbox.broker.engine import EngineError, NotFound
+from gym_compose.sandbox.broker.docker_backend import EngineError, NotFound
 
 FRAME = struct.Struct(">BxxxI")
 

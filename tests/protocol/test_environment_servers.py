@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from gym_compose.net.http_client import HttpResponse, PeerConnectError
 from gym_compose.server.environments.single_agent_turn import SingleAgentTurnConfig, SingleAgentTurnEnvironmentServer
-from gym_compose.server.http_client import HttpResponse, PeerConnectError
 
 ROW = {"responses_create_params": {"input": "hi"}, "expected_answer": "4"}
 

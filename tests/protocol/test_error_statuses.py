@@ -96,8 +96,8 @@ def test_every_server_answers_an_uncaught_error_with_one_500_shape():
     from starlette.applications import Starlette
     from starlette.routing import Route
 
+    from gym_compose.net.web import BadRequestBody
     from gym_compose.server.base import BaseServer, BaseServerConfig
-    from gym_compose.server.web import BadRequestBody
 
     async def explode(request: Request):
         raise RuntimeError("tool blew up")

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from gym_compose.server.http_client import HttpClient
+from gym_compose.net.http_client import HttpClient
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 

@@ -10,17 +10,23 @@ import time
 
 import pytest
 import uvicorn
+from sandbox_fakes import FakeEngine, run_async
 
+from gym_compose.net.web import ErrorBoundary
 from gym_compose.sandbox import (
-    AsyncSandbox, Sandbox, SandboxCreateError, SandboxSpec, SandboxStatus, create_provider, resolve_provider_config,
+    AsyncSandbox,
+    Sandbox,
+    SandboxCreateError,
+    SandboxSpec,
+    SandboxStatus,
+    create_provider,
+    resolve_provider_config,
 )
 from gym_compose.sandbox import client as sandbox_client
 from gym_compose.sandbox.broker.app import build_app
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, SandboxPolicy
 from gym_compose.sandbox.tokens import server_token
-from gym_compose.server.web import ErrorBoundary
-from sandbox_fakes import FakeEngine, run_async
 
 pytestmark = pytest.mark.protocol
 SECRET = "client-test-secret"

@@ -11,8 +11,8 @@ import pytest
 from kube_fake import NAMESPACE, TOKEN, FakeKubernetes
 from sandbox_fakes import run_async
 
-from gym_compose.sandbox.broker.engine import EngineError
-from gym_compose.sandbox.broker.kubernetes import KubernetesEngine
+from gym_compose.sandbox.broker.docker_backend import EngineError
+from gym_compose.sandbox.broker.kubernetes_backend import KubernetesEngine
 from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.broker.pod import WAIT_FOR_ATTACH, pod_manifest
 from gym_compose.sandbox.broker.pool import SandboxPool

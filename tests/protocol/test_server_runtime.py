@@ -12,10 +12,10 @@ import time
 import httpx
 import pytest
 import yaml
-
-from gym_compose.server.http_client import HttpClient
 from conftest import NEMO_GYM_FIXTURES, SERVER_IMAGES
 from stacks import gymnasium_stack, point_proxy_at_mock, seed_verify_stack
+
+from gym_compose.net.http_client import HttpClient
 
 pytestmark = pytest.mark.protocol
 
@@ -38,7 +38,7 @@ def run_all(url: str, rows: list[dict], timeout: float = 20.0) -> list[httpx.Res
 
 @pytest.mark.parametrize("api_mode", ["responses", "chat_completions"])
 def test_nemo_gym_fixture_rows_get_reward_one_through_the_proxy(tmp_path, api_mode):
-    from gym_compose.engine.local_processes import LocalProcesses, with_local_addresses
+    from gym_compose.engine.targets.local_processes import LocalProcesses, with_local_addresses
 
     rows = fixture_rows(WEATHER)
     config = point_proxy_at_mock(with_local_addresses(seed_verify_stack(WEATHER, proxied=True, api_mode=api_mode)))

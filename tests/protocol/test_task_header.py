@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
+from gym_compose.net.http_client import HttpResponse
 from gym_compose.server.agents.common import TASK_HEADER, agent_model_reads_task_header, model_reads_task_header
 from gym_compose.server.agents.gymnasium_agent import GymnasiumAgent, GymnasiumAgentConfig
 from gym_compose.server.agents.simple_agent import SimpleAgent, SimpleAgentConfig
 from gym_compose.server.environments.single_agent_turn import SingleAgentTurnConfig, SingleAgentTurnEnvironmentServer
-from gym_compose.server.http_client import HttpResponse
 
 ROW = {"responses_create_params": {"input": "2+2?"}, "expected_answer": "4"}
 

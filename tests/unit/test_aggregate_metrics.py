@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.collect.aggregate import compute_aggregate_metrics, student_t_quantile
 from gym_compose.collect.routing import routing_table_from_config
 from gym_compose.collect.server_metrics import aggregate_through_servers, stripped
+from gym_compose.metrics.aggregate import compute_aggregate_metrics, student_t_quantile
 from gym_compose.server import reward_profile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gym_compose.benchmark_rows import NOT_PREPARED, benchmark_rows, count_lines
+from gym_compose.cli.benchmark_rows import NOT_PREPARED, benchmark_rows, count_lines
 from gym_compose.config import discover
 
 REPO = Path(__file__).resolve().parents[2]

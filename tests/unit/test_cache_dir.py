@@ -11,7 +11,7 @@ import pytest
 from gym_compose.config import ConfigRequest, load
 from gym_compose.contract import CONTAINER_CACHE_DIR
 from gym_compose.errors import UserError
-from gym_compose.plan import plan_stack
+from gym_compose.plan.planner import plan_stack
 
 # finance_sec_search's config reads the run-level key the same way
 SERVER = """

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gym_compose.cli import app
+from gym_compose.cli.main import app
 
 runner = CliRunner()
 

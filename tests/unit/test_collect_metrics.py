@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.collect.metrics import aggregate_metrics, pass_at_k_metrics
+from gym_compose.metrics.agent_metrics import aggregate_metrics, pass_at_k_metrics
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym" / "blackjack"
 

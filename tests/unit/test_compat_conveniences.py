@@ -10,7 +10,7 @@ from typing import ClassVar
 from fastapi.testclient import TestClient
 
 from gym_compose.server import compat
-from gym_compose.server.protocol import Response
+from gym_compose.server.responses_api import Response
 
 RESPONSE = {"output": [
     {"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "thinking"}]},
@@ -82,7 +82,7 @@ def test_gymnasium_cleanup_session_runs_when_an_episode_ends_and_on_close():
 
 def test_a_verify_body_from_nemo_gyms_own_agents_validates():
     # NeMo Gym 0.7's agents dump its whole NeMoGymResponseCreateParamsNonStreaming, None included
-    from gym_compose.server.protocol import ResponseCreateParams
+    from gym_compose.server.responses_api import ResponseCreateParams
 
     dumped = {"input": "hi", "context_management": None, "moderation": None, "prompt_cache_retention": None,
               "background": None, "conversation": None, "tool_choice": "auto", "tools": []}

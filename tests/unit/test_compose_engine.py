@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.compose import NETWORK_DETACH_WAIT_S, ComposeProject
-from gym_compose.engine.postmortem import describe_exit
+from gym_compose.engine.targets.compose_project import NETWORK_DETACH_WAIT_S, ComposeProject
+from gym_compose.engine.targets.postmortem import describe_exit
 from gym_compose.errors import UserError
 from tests.fakes.clock import FakeClock
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.compose import WAIT_POLL_SECONDS, ComposeProject
-from gym_compose.engine.target import StackNotHealthy
+from gym_compose.engine.targets.compose_project import WAIT_POLL_SECONDS, ComposeProject
+from gym_compose.engine.targets.deployed_stack import StackNotHealthy
 from gym_compose.errors import UserError
 from tests.fakes.clock import FakeClock
 

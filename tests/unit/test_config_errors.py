@@ -158,7 +158,7 @@ def test_reference_field_with_the_wrong_type(tmp_path):
 
 
 def test_an_overlay_alone_is_no_server_as_nemo_gym_reports_it(tmp_path):
-    from gym_compose.plan import plan_stack
+    from gym_compose.plan.planner import plan_stack
 
     write(tmp_path, "a.yaml", "res:\n  resources_servers:\n    r: {domain: math}\n")
     loaded = load(ConfigRequest(config_files=[Path("a.yaml")]), cwd=tmp_path)  # resolves, as NeMo Gym's does

@@ -6,8 +6,8 @@ import dataclasses
 import subprocess
 from pathlib import Path
 
-from gym_compose.engine import debian_base
-from gym_compose.engine.image_settings import ImageSettings
+from gym_compose.engine.images import debian_base
+from gym_compose.engine.images.image_settings import ImageSettings
 
 
 def _settings(tmp_path: Path, mirror: str | None = None) -> ImageSettings:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from gym_compose.cli import app
+from gym_compose.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
 CLI_REFERENCE = REPO / "docs" / "cli.md"

@@ -16,9 +16,9 @@ from gym_compose.collect import dispatch
 from gym_compose.collect.lock import RunFolderBusy, RunFolderLock, current_holder
 from gym_compose.collect.routing import EnvironmentServer
 from gym_compose.collect.rows import first_of_each_rollout
+from gym_compose.net.web import server_error_body
 from gym_compose.server import time_budget
 from gym_compose.server.peers import PeerError
-from gym_compose.server.web import server_error_body
 
 ENV = EnvironmentServer("my_env", "http://my-env:8000", ("my_agent",))
 

@@ -9,8 +9,8 @@ import yaml
 
 from gym_compose.config import ConfigRequest, load
 from gym_compose.errors import UserError
-from gym_compose.plan import plan_stack
-from gym_compose.render import compose_model, write_project
+from gym_compose.plan.planner import plan_stack
+from gym_compose.render.compose import compose_model, write_project
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = {"base": "gym-compose/base:abc", "example-single-tool-call": "gym-compose/example_single_tool_call:abc"}

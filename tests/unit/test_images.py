@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.engine import debian_base, docker_cli, images, saved_images
+from gym_compose.engine import docker_cli
 from gym_compose.engine.docker_cli import DockerResult
+from gym_compose.engine.images import debian_base, saved_images
+from gym_compose.engine.images import lean_images as images
 from gym_compose.errors import UserError
 
 NO_HOST = 'Error response from daemon: Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host'
@@ -282,7 +284,7 @@ def test_a_removed_base_is_loaded_from_the_host_cache_without_import_or_build(en
 
 
 def test_a_damaged_archive_is_dropped_and_the_base_rebuilt(engine, runtime_requirements, monkeypatch):
-    from gym_compose.engine.image_settings import ImageSettings
+    from gym_compose.engine.images.image_settings import ImageSettings
 
     monkeypatch.setenv("GYM_COMPOSE_OFFLINE", "1")
     tag = images.ensure_base_image(progress=lambda line: None)
@@ -295,7 +297,7 @@ def test_a_damaged_archive_is_dropped_and_the_base_rebuilt(engine, runtime_requi
 
 
 def test_only_the_newest_archives_of_an_image_are_kept(engine, tmp_path, monkeypatch):
-    from gym_compose.engine.image_settings import ImageSettings
+    from gym_compose.engine.images.image_settings import ImageSettings
 
     settings = ImageSettings.from_env()
     tags = [f"gym-compose/base:{index:016x}" for index in range(saved_images.KEEP + 2)]
@@ -422,7 +424,7 @@ def test_image_prefix_setting_names_every_image(engine, runtime_requirements, tm
 
 
 def test_a_pinned_dependency_without_wheels_is_found_in_pips_conflict_report():
-    from gym_compose.engine.wheelhouse import _missing_distribution
+    from gym_compose.engine.images.wheelhouse import _missing_distribution
 
     named = "ERROR: Could not find a version that satisfies the requirement zss>=1.2 (from x)\n"
     assert _missing_distribution(named) == "zss>=1.2"
@@ -436,7 +438,7 @@ def test_a_pinned_dependency_without_wheels_is_found_in_pips_conflict_report():
 
 
 def test_a_ranged_dependency_without_wheels_is_missing_unless_a_constraint_clashes():
-    from gym_compose.engine.wheelhouse import _missing_distribution
+    from gym_compose.engine.images.wheelhouse import _missing_distribution
 
     conflict = ("The conflict is caused by:\n    reasoning-gym 0.1.25 depends on zss>=1.2.0\n"
                 "    reasoning-gym 0.1.24 depends on zss>=1.2.0\n\n")
@@ -447,7 +449,7 @@ def test_a_ranged_dependency_without_wheels_is_missing_unless_a_constraint_clash
 
 
 def test_a_clash_between_dependencies_is_not_taken_for_a_missing_wheel():
-    from gym_compose.engine.wheelhouse import _missing_distribution
+    from gym_compose.engine.images.wheelhouse import _missing_distribution
 
     # evalplus: google-generativeai's protobuf<5 against the runtime's google-api-core (protobuf>=6.33.5)
     clash = ("The conflict is caused by:\n    google-generativeai 0.7.2 depends on protobuf\n"
@@ -458,7 +460,7 @@ def test_a_clash_between_dependencies_is_not_taken_for_a_missing_wheel():
 
 def test_a_failing_build_script_names_its_last_lines_and_leaves_no_container(engine, runtime_requirements,
                                                                              monkeypatch):
-    from gym_compose.engine import committed_image
+    from gym_compose.engine.images import committed_image
 
     def failing(args, **kwargs):
         if args[0] == "start":
@@ -487,7 +489,7 @@ def test_without_a_registry_a_saved_offline_base_is_loaded_before_any_pull(engin
 
 
 def test_the_default_sandbox_image_is_one_committed_container_with_its_user_and_workdir(engine, runtime_requirements):
-    from gym_compose.engine.sandbox_images import ensure_default_sandbox_image
+    from gym_compose.engine.images.sandbox_images import ensure_default_sandbox_image
 
     base = images.ensure_base_image(progress=lambda line: None)
     tag = ensure_default_sandbox_image(base, progress=lambda line: None)

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.engine import docker_cli, wheelhouse
-from gym_compose.engine.image_build import BuildProgress
-from gym_compose.engine.image_hash import ContentHash, tree_files
+from gym_compose.engine import docker_cli
+from gym_compose.engine.images import wheelhouse
+from gym_compose.engine.images.image_build import BuildProgress
+from gym_compose.engine.images.image_hash import ContentHash, tree_files
 from gym_compose.errors import UserError
 
 

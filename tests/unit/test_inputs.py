@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gym_compose.errors import UserError
-from gym_compose.inputs import benchmark_datasets, check_rows, uniform_num_repeats, write_collection_input
+from gym_compose.runs.datasets import benchmark_datasets, check_rows, uniform_num_repeats, write_collection_input
 
 
 def agent(datasets: list[dict]) -> dict:

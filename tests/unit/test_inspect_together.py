@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from gym_compose.engine import docker_cli, image_build
+from gym_compose.engine import docker_cli
 from gym_compose.engine.docker_cli import DockerResult
+from gym_compose.engine.images import image_build
 
 
 class Engine:

@@ -6,9 +6,9 @@ import pytest
 
 from gym_compose.config import ConfigRequest, load
 from gym_compose.contract import HEAD_INSTANCE
-from gym_compose.engine.local_processes import LocalProcesses
+from gym_compose.engine.targets.local_processes import LocalProcesses
 from gym_compose.errors import UserError
-from gym_compose.plan import plan_stack
+from gym_compose.plan.planner import plan_stack
 
 REPO = Path(__file__).resolve().parents[2]
 

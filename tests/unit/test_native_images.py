@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.engine import images, native_build, saved_images
+from gym_compose.engine.images import lean_images as images
+from gym_compose.engine.images import native_build, saved_images
 from gym_compose.errors import UserError
 from tests.unit.test_images import FakeEngine, make_implementation  # noqa: F401 - fixtures below
 
@@ -68,7 +69,7 @@ def offline_engine(monkeypatch, tmp_path):
         fake.native_requests = getattr(fake, "native_requests", []) + [requirements]
         return native_build.NativeSources([sdist], ["scikit-build-core[pyproject]>=0.9.2"], ["numpy>=1.20.0"])
 
-    from gym_compose.engine import debian_base
+    from gym_compose.engine.images import debian_base
 
     monkeypatch.setattr(debian_base, "_make_rootfs", fake_rootfs)
     monkeypatch.setattr(images, "ensure_wheelhouse", fake_wheelhouse)

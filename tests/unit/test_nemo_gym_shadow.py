@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.engine import docker_cli, nemo_gym_images, wheelhouse
-from gym_compose.engine.server_requirements import shadowing_pins
+from gym_compose.engine import docker_cli
+from gym_compose.engine.images import nemo_gym_images, wheelhouse
 from gym_compose.errors import UserError
+from gym_compose.plan.requirements import shadowing_pins
 from tests.unit.test_images import FakeEngine
 
 CLASH = ("ERROR: Cannot install datasets==4.0.0 because these package versions have conflicting dependencies.\n\n"

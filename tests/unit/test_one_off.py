@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.compose import ComposeProject
-from gym_compose.engine.one_off import UnsupportedServiceKey, docker_run_args, network_holder
-from gym_compose.plan import plan_stack
-from gym_compose.render import CollectorRun, write_project
+from gym_compose.engine.targets.compose_project import ComposeProject
+from gym_compose.engine.targets.one_off import UnsupportedServiceKey, docker_run_args, network_holder
+from gym_compose.plan.planner import plan_stack
+from gym_compose.render.compose import CollectorRun, write_project
 from tests.unit.test_plan_render import IMAGES, roots, weather_config  # noqa: F401 (roots is a fixture)
 
 

@@ -3,7 +3,7 @@ lines, each once."""
 
 from __future__ import annotations
 
-from gym_compose.sandbox_stack.pull_progress import PullProgress, pull_lines
+from gym_compose.runs.pull_progress import PullProgress, pull_lines
 
 LOG = ("2026-11-30 21:00:00,000 INFO gym_compose.sandbox.broker: sandbox broker of p ready: max_live 1\n"
        "2026-11-30 21:00:01,000 INFO gym_compose.sandbox.broker: pulling docker.io/jefzda/sweap-images:a "

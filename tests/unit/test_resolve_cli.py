@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gym_compose.cli import app
+from gym_compose.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.collect.metrics import aggregate_metrics
 from gym_compose.errors import UserError
+from gym_compose.metrics.agent_metrics import aggregate_metrics
 from gym_compose.runs.compare import as_json, compare, load_run, report
 
 

@@ -44,8 +44,8 @@ def test_a_start_that_fails_removes_the_run_folder_it_made(tmp_path, monkeypatch
     """No empty run folder is left by a stack that never became healthy (no Docker: the engine
     calls around the start are stood in for)."""
     from gym_compose.config.request import ConfigRequest
-    from gym_compose.engine.compose import ComposeProject
-    from gym_compose.plan import StackOptions
+    from gym_compose.engine.targets.compose_project import ComposeProject
+    from gym_compose.plan.planner import StackOptions
     from gym_compose.runs import eval_run
     from gym_compose.runs.eval_run import CollectionArgs, run_collection
     from gym_compose.stack.lifecycle import StackArgs

@@ -8,11 +8,11 @@ import yaml
 
 from gym_compose.config import instances
 from gym_compose.errors import UserError
-from gym_compose.plan import source_dir_of
-from gym_compose.runtime_choice import LEAN, NEMO_GYM, choose_runtime, compat_names, missing_from_compat
+from gym_compose.plan.planner import source_dir_of
+from gym_compose.plan.runtime_choice import LEAN, NEMO_GYM, choose_runtime, compat_names, missing_from_compat
+from gym_compose.plan.service_spec import read_docker_block
 from gym_compose.server.compat.names import MODULES
 from gym_compose.server.nemo_gym_launch import launch_environment
-from gym_compose.service_spec import read_docker_block
 
 
 def server(root, name, code, server_type="resources_servers"):

@@ -10,13 +10,13 @@ import pytest
 import yaml
 
 from gym_compose.errors import UserError
-from gym_compose.plan import StackOptions, plan_stack
-from gym_compose.render import RenderOptions, compose_model, write_project
+from gym_compose.plan.planner import StackOptions, plan_stack
+from gym_compose.plan.sandbox_plan import BROKER_SERVICE, CONTROL_NETWORK
+from gym_compose.render.compose import RenderOptions, compose_model, write_project
+from gym_compose.render.sandbox_services import POLICY_ENV
 from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.policy import BrokerSettings, LeaseRequest, SandboxPolicy, parse_size, refusal
 from gym_compose.sandbox.tokens import server_token
-from gym_compose.sandbox_stack.plan import BROKER_SERVICE, CONTROL_NETWORK
-from gym_compose.sandbox_stack.render import POLICY_ENV
 
 IMAGES = {"base": "gym-compose/base:abc", BROKER_SERVICE: "gym-compose/sandbox_broker:def",
           "sandbox:coder": "gym-compose/sandbox:123"}

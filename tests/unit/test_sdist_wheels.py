@@ -9,9 +9,10 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from gym_compose.engine import debian_base, docker_cli, native_build, wheelhouse
+from gym_compose.engine import docker_cli
 from gym_compose.engine.docker_cli import DockerResult
-from gym_compose.engine.image_settings import LEAN_PLATFORM, NEMO_GYM_PLATFORM, ImageSettings, machine_arch
+from gym_compose.engine.images import debian_base, native_build, wheelhouse
+from gym_compose.engine.images.image_settings import LEAN_PLATFORM, NEMO_GYM_PLATFORM, ImageSettings, machine_arch
 
 CONFLICT = ("ERROR: Cannot install reasoning-gym==0.1.25 because these package versions have conflicting "
             "dependencies.\n\nThe conflict is caused by:\n    reasoning-gym 0.1.25 depends on pycosat==0.6.6\n")

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gym_compose.engine.registry import copy_images, push_images, registry_name
-from gym_compose.engine.swarm import SwarmStack
+from gym_compose.engine.images.image_registry import copy_images, push_images, registry_name
+from gym_compose.engine.targets.swarm_stack import SwarmStack
 from gym_compose.errors import UserError
 from tests.unit.test_compose_engine import engine  # noqa: F401 - the fixture
 
@@ -99,7 +99,7 @@ def test_an_unreachable_node_engine_is_named(engine):
 
 
 def test_up_refuses_an_engine_that_is_not_a_swarm_manager(engine):
-    from gym_compose.engine.swarm import require_swarm
+    from gym_compose.engine.targets.swarm_stack import require_swarm
 
     engine('info*) echo inactive ;;')
     with pytest.raises(UserError, match="not a swarm manager") as error:
@@ -120,7 +120,7 @@ def test_a_lost_nodes_tasks_read_as_being_replaced_and_extra_running_counts_as_u
         (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
     engine(f'"service ls"*) cat {tmp_path}/services ;;\n"service ps"*) cat {tmp_path}/tasks ;;\n'
            '"service logs"*) sleep 30 ;;')
-    monkeypatch.setattr("gym_compose.engine.swarm.LOG_TAIL_TIMEOUT_SECONDS", 1)
+    monkeypatch.setattr("gym_compose.engine.targets.swarm_stack.LOG_TAIL_TIMEOUT_SECONDS", 1)
     stack = SwarmStack("p")
     assert stack._all_replicas_up()  # 2 running of 1 wanted: not waiting forever for a lost node
     (dead,) = stack.check_stack(["model"]).dead

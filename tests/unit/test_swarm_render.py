@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gym_compose.plan import StackOptions, plan_stack
-from gym_compose.render import CollectorRun
-from gym_compose.render_swarm import load_collector_spec, swarm_model, write_swarm_project
+from gym_compose.plan.planner import StackOptions, plan_stack
+from gym_compose.render.compose import CollectorRun
+from gym_compose.render.swarm import load_collector_spec, swarm_model, write_swarm_project
 from tests.unit.test_plan_render import weather_config
 from tests.unit.test_sandbox_plan import SOCKET
 from tests.unit.test_sandbox_plan import config as sandbox_config
@@ -55,7 +55,7 @@ def test_limits_replicas_placement_and_ports_move_to_swarm_keys(roots):
 
 def test_sandbox_networks_stay_internal_and_take_the_brokers_containers(roots):
     stack = plan_stack(sandbox_config({"image": "python:3.12-slim"}), roots, StackOptions(project="p"))
-    from gym_compose.render import RenderOptions
+    from gym_compose.render.compose import RenderOptions
 
     model = swarm_model(stack, IMAGES, RenderOptions(docker_socket=SOCKET))
     control, sandboxes = model["networks"]["sandbox-control"], model["networks"]["sbx-coder"]

@@ -14,11 +14,21 @@ from pathlib import Path
 import pytest
 
 from gym_compose.server.swe.evaluation import (
-    APPLY_STATUS, EVAL_SCRIPT, PARSER, PATCH_FILE, RUN_SCRIPT, env_exports, evaluation_script, grade, patch_sections,
+    APPLY_STATUS,
+    EVAL_SCRIPT,
+    PARSER,
+    PATCH_FILE,
+    RUN_SCRIPT,
+    env_exports,
+    evaluation_script,
+    grade,
+    patch_sections,
     section_path,
-    without_binary_sections, without_paths, workspace_files,
+    without_binary_sections,
+    without_paths,
+    workspace_files,
 )
-from gym_compose.server.swe.rows import SWERow, listed_tests, row_image
+from gym_compose.server.swe.swe_row import SWERow, listed_tests, row_image
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "swebench_pro" / "example.jsonl"
 ROWS = [json.loads(line) for line in FIXTURE.read_text().splitlines()]

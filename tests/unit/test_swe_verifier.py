@@ -19,12 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gym_compose.engine.images.task_repo import commit_repository
 from gym_compose.paths import PROJECT_ROOT
 from gym_compose.sandbox import SandboxExecResult
 from gym_compose.server.context import ServerContext
 from gym_compose.server.runtime import finish_app
 from gym_compose.server.swe.verifier import SWEVerifier
-from gym_compose.swe.task_repo import commit_repository
 
 MINI = PROJECT_ROOT / "benchmarks" / "swebench_mini"
 ROW = json.loads((MINI / "data" / "swebench_mini.jsonl").read_text().splitlines()[0])

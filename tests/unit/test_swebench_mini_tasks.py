@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from gym_compose.engine.images.task_images import task_folders
+from gym_compose.engine.images.task_repo import _git, commit_repository
 from gym_compose.paths import PROJECT_ROOT
+from gym_compose.runs.swe_task_rows import build_row
 from gym_compose.server.swe.evaluation import grade
-from gym_compose.server.swe.rows import SWERow, listed_tests
-from gym_compose.swe.task_images import task_folders
-from gym_compose.swe.task_repo import _git, commit_repository
-from gym_compose.swe.task_rows import build_row
+from gym_compose.server.swe.swe_row import SWERow, listed_tests
 
 MINI = PROJECT_ROOT / "benchmarks" / "swebench_mini"
 ROWS = [json.loads(line) for line in (MINI / "data" / "swebench_mini.jsonl").read_text().splitlines()]

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from gym_compose.paths import PROJECT_ROOT
-from gym_compose.server.swe.rows import SWERow
+from gym_compose.server.swe.swe_row import SWERow
 
 spec = importlib.util.spec_from_file_location("swebench_pro_prepare",
                                               PROJECT_ROOT / "benchmarks" / "swebench_pro" / "prepare.py")

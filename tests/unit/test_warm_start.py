@@ -13,8 +13,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route, WebSocketRoute
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.compose import HealthEvents
-from gym_compose.server import web
+from gym_compose.engine.targets.compose_project import HealthEvents
+from gym_compose.net import web
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,7 +79,7 @@ def test_the_head_runtime_imports_no_pydantic_and_still_turns_validation_errors_
         import gym_compose.server.head, gym_compose.server.runtime
         print("pydantic" in sys.modules)
         from pydantic import BaseModel
-        from gym_compose.server.web import is_validation_error
+        from gym_compose.net.web import is_validation_error
         class M(BaseModel):
             x: int
         try:
@@ -113,8 +113,8 @@ def test_compat_shims_import_the_runtime_on_first_use_and_serve_every_import_for
 def test_plain_up_imports_no_sandbox_client():
     out = python("""
         import sys
-        from gym_compose.sandbox_stack.plan import plan_sandboxes
-        from gym_compose.engine.sandboxes import docker_socket
+        from gym_compose.plan.sandbox_plan import plan_sandboxes
+        from gym_compose.engine.targets.sandbox_containers import docker_socket
         docker_socket()
         config = {"x": {"resources_servers": {"y": {"entrypoint": "app.py"}}}}
         print(plan_sandboxes(config, []), "gym_compose.sandbox" in sys.modules)
@@ -128,7 +128,7 @@ def test_gc_is_off_for_the_start_and_back_on_for_serving():
         sys.argv = ["x"]
         runpy.run_module("gym_compose.server.__main__", run_name="not_main")  # imports, does not serve
         print(gc.isenabled())
-        from gym_compose.server.web import resume_gc
+        from gym_compose.net.web import resume_gc
         resume_gc()
         print(gc.isenabled(), gc.get_freeze_count() > 0)
         resume_gc()  # once back on, again is nothing

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from gym_compose.engine import wheelhouse
+from gym_compose.engine.images import wheelhouse
 
 
 def test_find_links_folders_reach_pip_and_a_constraint_is_met_from_them(monkeypatch, tmp_path):

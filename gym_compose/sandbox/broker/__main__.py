@@ -28,12 +28,12 @@ BROKER_PORT = 8000
 def main() -> None:
     logging.basicConfig(level=os.environ.get(LOG_LEVEL_ENV, "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from gym_compose.net.web import ErrorBoundary, serve
     from gym_compose.sandbox.broker.app import build_app
-    from gym_compose.sandbox.broker.engine import Engine
+    from gym_compose.sandbox.broker.docker_backend import Engine
     from gym_compose.sandbox.broker.pool import SandboxPool
     from gym_compose.sandbox.policy import BrokerSettings
     from gym_compose.sandbox.tokens import BROKER_SECRET
-    from gym_compose.server.web import ErrorBoundary, serve
 
     backend = os.environ.get(BACKEND_ENV, "docker")
     if backend not in ("docker", "kubernetes"):
@@ -50,8 +50,8 @@ def main() -> None:
     if not secret:
         sys.exit(f"sandbox broker: the project secret {secret_file} is empty")
     if backend == "kubernetes":
-        from gym_compose.sandbox.broker.engine import EngineError
-        from gym_compose.sandbox.broker.kubernetes import KubernetesEngine
+        from gym_compose.sandbox.broker.docker_backend import EngineError
+        from gym_compose.sandbox.broker.kubernetes_backend import KubernetesEngine
 
         try:
             engine: Any = KubernetesEngine()

@@ -32,11 +32,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gym_compose.net.web import READY_PATH, json_response, read_json_object, validation_error_response
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.broker.sandboxes import BrokerError, SandboxGone
 from gym_compose.sandbox.policy import ExecRequest, LeaseRequest
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, grant_matches, sandbox_grant, token_matches
-from gym_compose.server.web import READY_PATH, json_response, read_json_object, validation_error_response
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
 FILE_CHUNK = 4 << 20

@@ -177,7 +177,7 @@ class FallbackChannel:
         pass
 
     async def _run(self, script: str, env: Optional[dict[str, str]] = None, cwd: Optional[str] = None):
-        from gym_compose.sandbox.broker.engine import NotFound
+        from gym_compose.sandbox.broker.docker_backend import NotFound
 
         try:
             return await self.engine.exec_run(self.container_id, [self.shell, "-c", script], cwd, env or {})

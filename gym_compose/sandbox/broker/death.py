@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gym_compose.sandbox.broker.engine import EngineError, NotFound
+from gym_compose.sandbox.broker.docker_backend import EngineError, NotFound
 from gym_compose.sandbox.broker.sandboxes import Sandbox, oom_reason
 
 EXIT_SETTLE_POLLS, EXIT_SETTLE_POLL_S = 20, 0.1

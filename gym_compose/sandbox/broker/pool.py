@@ -21,7 +21,7 @@ from typing import Any, Optional
 from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
 from gym_compose.sandbox.broker.commands import agent_exec_request, command_timeout, exec_result, user_refusal
 from gym_compose.sandbox.broker.death import death_reason
-from gym_compose.sandbox.broker.engine import Engine, EngineError, NotFound
+from gym_compose.sandbox.broker.docker_backend import Engine, EngineError, NotFound
 from gym_compose.sandbox.broker.launch import container_config, container_name
 from gym_compose.sandbox.broker.sandboxes import (
     BrokerError,

@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
+from gym_compose.net.web import json_response
 from gym_compose.server.agents.coding_tools import SUBMIT, TOOLS, ToolLimits, ToolRunner
 from gym_compose.server.agents.common import (
     TASK_HEADER,
@@ -35,8 +36,7 @@ from gym_compose.server.agents.common import (
 from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
-from gym_compose.server.protocol import add_usage
-from gym_compose.server.web import json_response
+from gym_compose.server.responses_api import add_usage
 
 LOG = logging.getLogger("gym_compose.server.coding_agent")
 API_MODES = ("responses", "chat_completions")

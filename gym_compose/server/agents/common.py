@@ -7,11 +7,11 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from gym_compose.server.context import ServerConfigError, instance_block
-from gym_compose.server.protocol import ResponseCreateParams
+from gym_compose.server.responses_api import ResponseCreateParams
 from gym_compose.server.task_header import TASK_HEADER, decode_task_header, task_header
 
 __all__ = ["TASK_HEADER", "decode_task_header", "task_header"]  # their home is task_header.py
-from gym_compose.server.web import json_response, read_json_object, validation_error_response
+from gym_compose.net.web import json_response, read_json_object, validation_error_response
 
 # Built once: building a TypeAdapter costs ~0.1 ms (validating with it 0.5 µs), asked on every rollout.
 _BOOL = TypeAdapter(bool)

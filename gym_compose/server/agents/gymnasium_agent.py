@@ -22,7 +22,7 @@ from gym_compose.server.agents.common import (
 )
 from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
-from gym_compose.server.protocol import add_usage
+from gym_compose.server.responses_api import add_usage
 
 
 class GymnasiumAgentConfig(BaseServerConfig):

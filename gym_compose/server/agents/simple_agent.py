@@ -15,6 +15,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
+from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.agents.common import (
     TASK_HEADER,
     RowError,
@@ -28,8 +29,7 @@ from gym_compose.server.agents.common import (
 )
 from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
-from gym_compose.server.protocol import add_usage
-from gym_compose.server.web import json_response, read_json_object
+from gym_compose.server.responses_api import add_usage
 
 LOG = logging.getLogger("gym_compose.server.simple_agent")
 

@@ -36,7 +36,7 @@ def _server_utils() -> dict[str, Any]:
 
 
 def _openai_utils() -> dict[str, Any]:
-    from gym_compose.server import protocol
+    from gym_compose.server import responses_api as protocol
 
     return {
         "NeMoGymResponse": protocol.Response,

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
+from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.agents.common import (
     RowError,
     agent_model_reads_task_header,
@@ -23,7 +24,6 @@ from gym_compose.server.agents.common import (
 )
 from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
-from gym_compose.server.web import json_response, read_json_object
 
 LOG = logging.getLogger("gym_compose.server.single_agent_turn")
 

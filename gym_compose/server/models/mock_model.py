@@ -48,10 +48,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
+from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.mock_swe import offers_coding_tools, swe_turn
 from gym_compose.server.task_header import TASK_HEADER, decode_task_header
-from gym_compose.server.web import json_response, read_json_object
 
 MOCK_MODEL_NAME = "gym-compose-mock-model"
 EXPECTED_ANSWER_KEYS = ("expected_answer", "answer", "ground_truth", "target")

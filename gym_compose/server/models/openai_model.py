@@ -16,11 +16,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
 from gym_compose.server.models.upstream import UpstreamCallConfig, UpstreamClient, UpstreamError
 from gym_compose.server.task_header import TASK_HEADER
-from gym_compose.server.web import json_response, read_json_object
 
 LOG = logging.getLogger("gym_compose.server.openai_model")
 API_MODES = ("responses", "chat_completions")

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import orjson
 from pydantic import BaseModel, Field
 
-from gym_compose.server.http_client import HttpClient, PeerConnectError, PeerTimeout
+from gym_compose.net.http_client import HttpClient, PeerConnectError, PeerTimeout
 
 if TYPE_CHECKING:
     import httpx

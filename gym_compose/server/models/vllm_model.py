@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.openai_model import upstream_error_response
 from gym_compose.server.models.upstream import UpstreamCallConfig, UpstreamClient, UpstreamError
@@ -40,7 +41,6 @@ from gym_compose.server.models.vllm_conversion import (
     wrap_think,
 )
 from gym_compose.server.sessions import SESSION_ID_KEY
-from gym_compose.server.web import json_response, read_json_object
 
 LOG = logging.getLogger("gym_compose.server.vllm_model")
 ReasoningField = Literal["both", "reasoning", "reasoning_content"]

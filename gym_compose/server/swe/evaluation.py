@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from gym_compose.server.swe.rows import SWERow, listed_tests
+from gym_compose.server.swe.swe_row import SWERow, listed_tests
 
 WORKSPACE = "/workspace"
 REPOSITORY = "/app"

@@ -42,7 +42,7 @@ from gym_compose.server.swe.evaluation import (
     without_paths,
     workspace_files,
 )
-from gym_compose.server.swe.rows import SWERow, row_image
+from gym_compose.server.swe.swe_row import SWERow, row_image
 
 LOG = logging.getLogger("gym_compose.server.swe")
 NOT_USED = ("apply_anti_cheating", "environment_repairs", "image_template_manifest")

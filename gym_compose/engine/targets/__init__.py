@@ -1,0 +1,1 @@
+"""The deployment targets: DeployedStack and its implementations."""

@@ -1,0 +1,134 @@
+"""A project's sandbox containers, seen from the host: list, remove, open a command or shell in one.
+
+Sandboxes are made by the project's broker, not by Compose, so `compose down` alone does not know
+them; they carry the project label and the sandbox label, which is how these functions (and
+`down`, `down --all`) find them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Optional
+from urllib.parse import urlsplit
+
+from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR
+from gym_compose.engine.docker_cli import run_docker, run_docker_attached
+from gym_compose.plan.sandbox_names import BROKER_PORT
+
+# gym_compose.sandbox (its client: asyncio, pydantic models) is imported where used: `up` asks
+# docker_socket() and `down` remove_sandboxes() of every stack, most of which lease no sandboxes.
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+BROKER_STOP_GRACE_S = 10
+
+
+@dataclass(frozen=True)
+class SandboxContainer:
+    name: str
+    container_id: str
+    server: str
+    image: str
+    state: str  # running | exited | ...
+    created_at: float  # unix time
+
+    @property
+    def age_s(self) -> float:
+        return max(0.0, datetime.now(timezone.utc).timestamp() - self.created_at)
+
+
+def docker_socket() -> Optional[tuple[str, Optional[int], bool]]:
+    """The local engine's socket for the broker to mount: (path, group id, rootless), or None when
+    the engine is remote (DOCKER_HOST over tcp/ssh), which the broker cannot reach by a socket."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if host and not host.startswith("unix://"):
+        return None
+    path = urlsplit(host).path if host else DEFAULT_SOCKET
+    try:
+        info = os.stat(path)
+    except OSError:
+        return (path, None, False)
+    return (path, info.st_gid, info.st_uid != 0)
+
+
+def list_sandboxes(project: str) -> list[SandboxContainer]:
+    from gym_compose.sandbox.policy import SANDBOX_LABEL, SERVER_LABEL
+
+    result = run_docker(["ps", "-a", "--no-trunc", "--filter", f"label={PROJECT_LABEL}={project}",
+                         "--filter", f"label={SANDBOX_LABEL}", "--format", "{{json .}}"], timeout=30, retries=2)
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    if not rows:
+        return []
+    inspected = run_docker(["inspect", *(row["ID"] for row in rows)], timeout=60, retries=2, check=False)
+    details = {item["Id"]: item for item in json.loads(inspected.stdout or "[]")} if inspected.ok else {}
+    found = []
+    for row in rows:
+        item: dict = next((value for key, value in details.items() if key.startswith(row["ID"])), {})
+        labels = (item.get("Config") or {}).get("Labels") or {}
+        found.append(SandboxContainer(
+            name=row.get("Names", ""), container_id=row["ID"], server=labels.get(SERVER_LABEL, "?"),
+            image=labels.get(f"{SANDBOX_LABEL}.image") or row.get("Image", ""),
+            state=(item.get("State") or {}).get("Status") or row.get("State", ""),
+            created_at=_timestamp(item.get("Created")),
+        ))
+    return sorted(found, key=lambda s: (s.server, s.created_at))
+
+
+def remove_sandboxes(project: str) -> int:
+    """Stop the project's broker (it removes its sandboxes as it stops, and starts no more), then
+    force-remove any sandbox left: before `compose down`, which cannot remove a network that
+    sandboxes are still attached to."""
+    from gym_compose.sandbox.policy import SANDBOX_LABEL
+
+    brokers = _labelled(project, f"{ROLE_LABEL}=sandbox-broker", running_only=True)
+    if brokers:
+        run_docker(["stop", "--time", str(BROKER_STOP_GRACE_S), *brokers], timeout=BROKER_STOP_GRACE_S + 60,
+                   check=False)
+    ids = _labelled(project, SANDBOX_LABEL)
+    if ids:
+        run_docker(["rm", "--force", "--volumes", *ids], timeout=120, retries=2, check=False)
+    return len(ids)
+
+
+def _labelled(project: str, label: str, running_only: bool = False) -> list[str]:
+    result = run_docker(["ps", "-q", *([] if running_only else ["-a"]), "--filter", f"label={PROJECT_LABEL}={project}",
+                         "--filter", f"label={label}"], timeout=30, retries=2)
+    return result.stdout.split()
+
+
+def broker_leases(project: str, broker_service: str) -> dict[str, dict]:
+    """sandbox id -> the broker's view (state, session) from the running broker; {} when it is not up."""
+    from gym_compose.sandbox.tokens import BROKER_SECRET
+
+    script = ("import json,os,urllib.request as u;"
+              f"t=open('{SECRETS_DIR}/{BROKER_SECRET}').read().strip();"
+              f"r=u.Request('http://127.0.0.1:{BROKER_PORT}/v1/sandboxes',headers={{'Authorization':'Bearer '+t}});"
+              "print(u.urlopen(r,timeout=10).read().decode())")
+    result = run_docker(["compose", "-p", project, "exec", "-T", broker_service, "python", "-c", script],
+                        timeout=30, check=False)
+    if not result.ok:
+        return {}
+    try:
+        return {entry["sandbox_id"]: entry for entry in json.loads(result.stdout)["sandboxes"]}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def exec_in_sandbox(container: str, argv: list[str], interactive: bool) -> int:
+    """`docker exec` into a sandbox with the terminal attached (a debugging door, not the agent's path)."""
+    return run_docker_attached(["exec", *(["-i", "-t"] if interactive else ["-i"]), container, *argv])
+
+
+def _timestamp(created: Optional[str]) -> float:
+    if not created:
+        return 0.0
+    text = created.rstrip("Z")
+    if "." in text:
+        head, fraction = text.split(".", 1)
+        text = f"{head}.{fraction[:6]}"
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return 0.0

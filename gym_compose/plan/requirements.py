@@ -1,0 +1,71 @@
+"""The packages a server folder asks for, read the way NeMo Gym reads them.
+
+NeMo Gym 0.7 installs a server's venv from its `requirements.txt` or, failing that, from the
+`[project] dependencies` of its `pyproject.toml` (a folder with both is an error there). Lines
+naming nemo-gym itself (`-e nemo-gym[dev] @ ../../`, `nemo-gym[dev]`) and any line pointing at the
+checkout root (`../..`, which NeMo Gym drops outside a checkout) are left out: the runtime image
+holds NeMo Gym (or the compatibility layer stands in for it).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from gym_compose.engine.images.wheelhouse import canonical_name
+from gym_compose.errors import UserError
+
+_NEMO_GYM_REQUIREMENT = re.compile(r"^\s*(-e\s+)?nemo[-_]gym\b", re.IGNORECASE)
+
+
+def server_requirements(implementation_dir: Path) -> str:
+    """The installable lines ('' when there are none)."""
+    requirements = implementation_dir / "requirements.txt"
+    pyproject = implementation_dir / "pyproject.toml"
+    if requirements.is_file():
+        lines = [line.strip() for line in requirements.read_text().splitlines()]
+    elif pyproject.is_file():
+        lines = _pyproject_dependencies(pyproject)
+    else:
+        return ""
+    kept = [line for line in lines if line and not line.startswith("#") and _installable(line)]
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+def _installable(line: str) -> bool:
+    return not _NEMO_GYM_REQUIREMENT.match(line) and "../.." not in line
+
+
+def _pyproject_dependencies(path: Path) -> list[str]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path} is not valid TOML: {error}",
+                        hint="fix the file, or list the server's packages in requirements.txt") from None
+    dependencies = (data.get("project") or {}).get("dependencies") or []
+    if not isinstance(dependencies, list) or not all(isinstance(item, str) for item in dependencies):
+        raise UserError(f"{path}: [project] dependencies must be a list of requirement strings")
+    return [item.strip() for item in dependencies]
+
+
+def shadowing_pins(own_pins: str, runtime_pins: str) -> dict[str, tuple[str, str]]:
+    """The packages of a server's resolved set (`name==version` lines) that the runtime holds at
+    another version: canonical name -> (the server's pin, the runtime's version). They go into the
+    server image's own site directory, ahead of the runtime's on the path (the shadow layer,
+    docs/nemo-gym-runtime.md); every other package stays the runtime's."""
+    runtime = dict(_pins(runtime_pins))
+    shadow: dict[str, tuple[str, str]] = {}
+    for name, version in _pins(own_pins):
+        if name in runtime and runtime[name] != version:
+            shadow[name] = (f"{name}=={version}", runtime[name])
+    return shadow
+
+
+def _pins(text: str) -> list[tuple[str, str]]:
+    pairs = []
+    for line in text.splitlines():
+        name, separator, version = line.strip().partition("==")
+        if separator and name and not name.startswith("#"):
+            pairs.append((canonical_name(name), version.strip()))
+    return pairs

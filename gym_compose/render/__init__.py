@@ -1,0 +1,1 @@
+"""Stack -> the files a deployment target runs (compose, swarm, Kubernetes), no Docker."""

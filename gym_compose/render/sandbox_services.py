@@ -1,0 +1,119 @@
+"""The compose side of a sandbox plan: the broker service, the sandbox networks, each declaring
+server's extra networks, environment and token, and the secret files (the project secret is kept
+across re-renders of a running stack, so a second `eval run --no-serve` does not change tokens)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SERVER_USER
+from gym_compose.plan.sandbox_plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK
+from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
+from gym_compose.sandbox.policy import BrokerSettings
+from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
+
+if TYPE_CHECKING:
+    from gym_compose.plan.planner import Stack
+
+POLICY_ENV = "GYM_COMPOSE_SANDBOX_POLICY"
+# An internal bridge still gives the host an address on it (the gateway), through which any host
+# service listening on all interfaces would be reachable; with no address on the bridge it is not.
+NO_HOST_ADDRESS = {"com.docker.network.bridge.inhibit_ipv4": "true"}
+SOCKET_TARGET = "/var/run/docker.sock"
+
+
+def broker_settings(stack: "Stack", images: dict[str, str]) -> BrokerSettings:
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
+    servers = {}
+    for server in plan.servers:
+        image = images.get(server.image_key) or server.image or server.image_key
+        network_name = f"{stack.project}-{server.network_key}" if server.network_key else None
+        prefix = server.task_image_key("")
+        aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
+        servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name,
+                                                                   "image_aliases": aliases})
+    return BrokerSettings(project=stack.project, servers=servers, max_live=plan.options.max_live,
+                          max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s)
+
+
+def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str], server_spec: dict[str, Any],
+                  socket: Optional[tuple[str, Optional[int], bool]] = None) -> None:
+    """Add the broker, networks and secrets to a rendered compose model (in place).
+
+    `server_spec` is a rendered server service to take the hardening defaults from; `socket` is
+    (host socket path, its group id, whether the engine is rootless) from the engine."""
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
+    labels = {PROJECT_LABEL: stack.project}
+    networks = model.setdefault("networks", {})
+    networks[CONTROL_NETWORK] = {"name": f"{stack.project}-{CONTROL_NETWORK}", "internal": True,
+                                 "driver_opts": dict(NO_HOST_ADDRESS), "labels": dict(labels)}
+    for server in plan.servers:
+        service = model["services"][server.service]
+        extra = [CONTROL_NETWORK] + ([server.network_key] if server.network_key else [])
+        service["networks"] = [*service.get("networks", []), *extra]
+        if server.network_key:
+            internal = server.policy.network != "egress"
+            networks[server.network_key] = {"name": f"{stack.project}-{server.network_key}", "internal": internal,
+                                            **({"driver_opts": dict(NO_HOST_ADDRESS)} if internal else {}),
+                                            "labels": dict(labels)}
+        secret = server_secret_name(server.instance)
+        service["secrets"] = sorted({*service.get("secrets", []), secret})
+        service.setdefault("environment", {}).update({
+            BROKER_ENV: f"http://{BROKER_SERVICE}:{BROKER_PORT}", TOKEN_FILE_ENV: f"{SECRETS_DIR}/{secret}"})
+    model["services"][BROKER_SERVICE] = _broker_service(stack, images, server_spec, labels, socket)
+    declared = model.setdefault("secrets", {})
+    for name in [BROKER_SECRET, *(server_secret_name(s.instance) for s in plan.servers)]:
+        declared[name] = {"file": f"./secrets/{name}"}
+
+
+def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[str, Any], labels: dict[str, str],
+                    socket: Optional[tuple[str, Optional[int], bool]]) -> dict[str, Any]:
+    path, gid, rootless = socket or (SOCKET_TARGET, None, False)
+    settings = broker_settings(stack, images)
+    healthcheck = dict(server_spec["healthcheck"])
+    healthcheck["test"] = [*healthcheck["test"][:-1], str(BROKER_PORT)]
+    from gym_compose.render.compose import load_template
+
+    spec: dict[str, Any] = load_template("sandbox_broker")
+    spec.update({
+        "image": images.get(BROKER_SERVICE, images.get("base")),
+        # The socket's group is the one right the broker needs; without a known group (a rootless or
+        # remote engine's socket) it runs as the container's root, which such engines map to a user.
+        "user": SERVER_USER if gid is not None and not rootless else "0:0",
+        "labels": {**labels, ROLE_LABEL: "sandbox-broker"},
+        "environment": {POLICY_ENV: json.dumps(settings.model_dump(mode="json"), separators=(",", ":")),
+                        BIND_HOST_ENV: BIND_ALL},
+        "volumes": [{"type": "bind", "source": path, "target": SOCKET_TARGET}],
+        "secrets": [BROKER_SECRET],
+        "networks": [CONTROL_NETWORK],
+        "healthcheck": healthcheck,
+    })
+    if gid is not None and not rootless:
+        spec["group_add"] = [str(gid)]
+    return spec
+
+
+def write_secrets(stack: "Stack", out_dir: Path) -> None:
+    """The project secret (reused when the folder already holds one) and each server's token."""
+    plan = stack.sandboxes
+    assert plan is not None  # called for a stack whose servers lease sandboxes
+    folder = out_dir / "secrets"
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    secret_file = folder / BROKER_SECRET
+    project_secret = secret_file.read_text().strip() if secret_file.is_file() else ""
+    if not project_secret:
+        project_secret = secrets.token_hex(32)
+        _write(secret_file, project_secret)
+    for server in plan.servers:
+        _write(folder / server_secret_name(server.instance), server_token(project_secret, server.instance))
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value, encoding="utf-8")
+    path.chmod(0o644)  # readable by the containers' users; the folder (0700) keeps others out

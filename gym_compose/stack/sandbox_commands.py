@@ -1,0 +1,80 @@
+"""`gym-compose ps` (its sandbox table), `gym-compose sandbox exec` and `gym-compose sandbox shell`."""
+
+from __future__ import annotations
+
+import sys
+
+from gym_compose.engine.targets.sandbox_containers import (
+    SandboxContainer,
+    broker_leases,
+    exec_in_sandbox,
+    list_sandboxes,
+)
+from gym_compose.errors import UserError
+from gym_compose.plan.sandbox_names import BROKER_SERVICE
+
+SHELL = "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"
+
+
+def print_sandboxes(project: str) -> None:
+    sandboxes = list_sandboxes(project)
+    if not sandboxes:
+        return
+    leases = broker_leases(project, BROKER_SERVICE)
+    rows = [("SANDBOX", "SERVER", "IMAGE", "AGE", "STATE", "SESSION")]
+    for sandbox in sandboxes:
+        lease = leases.get(sandbox.name, {})
+        state = lease.get("state") or sandbox.state
+        rows.append((sandbox.name, sandbox.server, sandbox.image, _age(sandbox.age_s), state,
+                     str(lease.get("session") or "-")))
+    print()
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def find_sandbox(project: str, name: str | None) -> SandboxContainer:
+    """A sandbox by container name, a unique prefix or suffix, or its session; the only one when unnamed."""
+    sandboxes = [s for s in list_sandboxes(project) if s.state == "running"]
+    if not sandboxes:
+        raise UserError(f"project {project!r} has no running sandbox",
+                        hint="start a stack whose servers declare sandboxes; `gym-compose ps` lists them")
+    if name is None:
+        if len(sandboxes) == 1:
+            return sandboxes[0]
+        raise UserError(f"project {project!r} has {len(sandboxes)} sandboxes; name one",
+                        hint="see `gym-compose ps -p " + project + "`")
+    exact = [s for s in sandboxes if name in (s.name, s.container_id)]
+    if exact:
+        return exact[0]
+    leases = broker_leases(project, BROKER_SERVICE)
+    matching = [s for s in sandboxes if s.name.startswith(name) or s.name.endswith(name)
+                or s.container_id.startswith(name) or leases.get(s.name, {}).get("session") == name]
+    if len(matching) == 1:
+        return matching[0]
+    if not matching:
+        raise UserError(f"no running sandbox of project {project!r} matches {name!r}",
+                        hint="`gym-compose ps -p " + project + "` lists them")
+    raise UserError(f"{name!r} matches {len(matching)} sandboxes: {', '.join(s.name for s in matching)}")
+
+
+def sandbox_exec(project: str, name: str | None, command: list[str]) -> int:
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UserError("no command given", hint="e.g. gym-compose sandbox exec SANDBOX -- ls -la")
+    sandbox = find_sandbox(project, name)
+    return exec_in_sandbox(sandbox.name, command, interactive=sys.stdin.isatty() and sys.stdout.isatty())
+
+
+def sandbox_shell(project: str, name: str | None) -> int:
+    sandbox = find_sandbox(project, name)
+    return exec_in_sandbox(sandbox.name, ["sh", "-c", SHELL], interactive=sys.stdin.isatty())
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
