@@ -147,7 +147,7 @@ TARGETS = ("compose", "swarm", "kubernetes")
 
 def _stack_options(*, project: str, publish: bool, head_port: int, target: str, registry: str | None,
                    node_engine: list[str] | None):
-    from gym_compose.plan.planner import StackOptions
+    from gym_compose.plan.model import StackOptions
 
     if not 0 < head_port < 65536:
         raise UserError(f"--head-port must be a TCP port (1-65535), got {head_port}")

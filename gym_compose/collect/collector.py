@@ -26,15 +26,10 @@ from gym_compose.collect.progress import ProgressTracker
 from gym_compose.collect.prompt import load_prompt_config
 from gym_compose.collect.resume import PriorRuns, load_prior_runs
 from gym_compose.collect.routing import RoutingTable, routing_table_from_config
-from gym_compose.collect.rows import (
-    ATTEMPT_INDEX,
-    first_of_each_rollout,
-    materialize_rows,
-    rollout_key,
-    sortable_rollout_key,
-)
+from gym_compose.collect.rows import materialize_rows
 from gym_compose.collect.server_metrics import aggregate_through_servers
 from gym_compose.errors import UserError
+from gym_compose.metrics.row_keys import ATTEMPT_INDEX, first_of_each_rollout, rollout_key, sortable_rollout_key
 from gym_compose.net.http_client import HttpClient
 
 ProgressCallback = Callable[[dict[str, Any]], None]

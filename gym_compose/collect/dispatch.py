@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from gym_compose.collect.routing import EnvironmentServer, taskset_of
-from gym_compose.collect.rows import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_INDEX, TASK_INDEX
 from gym_compose.contract import TIME_LEFT_HEADER
+from gym_compose.metrics.row_keys import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_INDEX, TASK_INDEX
 from gym_compose.net.http_client import HttpClient, HttpResponse, PeerConnectError, PeerTimeout
 
 REQUEST_FAILED = "agent_request_failed"  # no answer, or a gateway status: the rollout may not have run

@@ -10,7 +10,7 @@ from typing import Any
 from gym_compose.collect.artifacts import ArtifactPaths
 from gym_compose.collect.dispatch import FAILURE_CLASS, SERVER_EXITED
 from gym_compose.collect.jsonl import iter_output_rows, repair_torn_tail
-from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX
+from gym_compose.metrics.row_keys import ROLLOUT_INDEX, TASK_INDEX
 
 
 @dataclass

@@ -8,7 +8,6 @@ Repeats are in place: a a b b.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,47 +16,9 @@ from gym_compose.collect.options import CollectOptions
 from gym_compose.collect.prompt import PromptConfig, apply_prompt
 from gym_compose.collect.routing import RoutingTable, agent_name_of, taskset_of
 from gym_compose.errors import UserError
+from gym_compose.metrics.row_keys import ROLLOUT_INDEX, TASK_INDEX
 
-TASK_INDEX = "_ng_task_index"
-ROLLOUT_INDEX = "_ng_rollout_index"
-ATTEMPT_INDEX = "_ng_attempt_index"
-ENVIRONMENT_SERVER = "_ng_environment_server"
 RESPONSES_CREATE_PARAMS = "responses_create_params"
-
-
-def rollout_key(row: dict[str, Any]) -> tuple[Any, Any]:
-    return row[TASK_INDEX], row[ROLLOUT_INDEX]
-
-
-def first_of_each_rollout(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each (task, rollout) once, the first row seen for it: a file that two writers appended to
-    (before the run-folder lock existed, or copied together by hand) never counts a rollout twice."""
-    seen: set[tuple[Any, Any]] = set()
-    unique = []
-    for row in rows:
-        key = (row.get(TASK_INDEX), row.get(ROLLOUT_INDEX))
-        if key in seen:
-            continue
-        seen.add(key)
-        unique.append(row)
-    return unique
-
-
-def sortable(value: Any) -> tuple[int, Any, str]:
-    """A sort key for index values of any JSON type: numbers in order, then strings, then the rest.
-
-    Rows may bring their own `_ng_task_index`; a mix of ints and strings must not stop a sort.
-    """
-    if isinstance(value, (int, float)) and not (isinstance(value, float) and value != value):
-        return (0, value, "")
-    if isinstance(value, str):
-        return (1, 0, value)
-    return (2, 0, repr(value))
-
-
-def sortable_rollout_key(row: dict[str, Any]) -> tuple[tuple[int, Any, str], tuple[int, Any, str]]:
-    """rollout_key, orderable whatever the types of the indices."""
-    return sortable(row[TASK_INDEX]), sortable(row[ROLLOUT_INDEX])
 
 
 def materialize_rows(

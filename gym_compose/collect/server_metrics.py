@@ -17,9 +17,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gym_compose.collect.routing import EnvironmentServer, RoutingTable
-from gym_compose.collect.rows import ENVIRONMENT_SERVER, TASK_INDEX, rollout_key, sortable, sortable_rollout_key
 from gym_compose.metrics.agent_metrics import pass_at_k_metrics
 from gym_compose.metrics.aggregate import compute_aggregate_metrics
+from gym_compose.metrics.row_keys import ENVIRONMENT_SERVER, TASK_INDEX, rollout_key, sortable, sortable_rollout_key
 
 AGGREGATE_METRICS_PATH = "/aggregate_metrics"
 HEAVY_FIELDS = ("response", "responses_create_params", "ng_agent_observations", "ng_model_call_capture",

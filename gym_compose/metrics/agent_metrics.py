@@ -14,7 +14,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, rollout_key, sortable, sortable_rollout_key
+from gym_compose.metrics.row_keys import ROLLOUT_INDEX, TASK_INDEX, rollout_key, sortable, sortable_rollout_key
 
 STATS = ("mean", "max", "min", "median", "std")
 ANSWER_KEY = "extracted_answer"

@@ -15,8 +15,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX
 from gym_compose.metrics.agent_metrics import describe, group_metrics, numeric_fields
+from gym_compose.metrics.row_keys import ROLLOUT_INDEX, TASK_INDEX
 
 MASK_SAMPLE = "mask_sample"
 PER_TASK_METRICS = "per_task_metrics"

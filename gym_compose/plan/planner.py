@@ -4,7 +4,8 @@
 plus the head and the collector, the two config views (in-network for containers, host view for
 clients outside the network) and the secrets pulled out of the config. The plan is
 target-neutral: it speaks gym-compose's words (limits, overrides, mounts, probes; see
-`service_spec`), and each target's renderer maps them to its own (render.py: compose keys).
+`service_spec`), and each target's renderer maps them to its own (render/compose.py: compose keys).
+Its data types are in `plan.model`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from secrets import token_hex
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.instances import without_entrypoint
@@ -26,82 +26,19 @@ from gym_compose.contract import (
     HEAD_INSTANCE,
     HEAD_PORT,
     HEAD_ROLE,
-    PROJECT_LABEL,
     ROLE_BY_SERVER_TYPE,
     SECRET_PREFIX,
     SERVER_PORT,
-    SESSION_KEY_SECRET,
 )
 from gym_compose.errors import UserError
 from gym_compose.plan.inference_servers import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
-from gym_compose.plan.runtime_choice import LEAN, choose_runtime
+from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, StackOptions, session_key_secret
+from gym_compose.plan.runtime_choice import choose_runtime
 from gym_compose.plan.sandbox_names import declares_sandboxes
-from gym_compose.plan.service_spec import Limits, Mount, Overrides, Probe, Scheduling, read_docker_block
-
-__all__ = ["HEAD_PORT", "PROJECT_LABEL", "ROLE_BY_SERVER_TYPE", "SECRET_PREFIX", "SERVER_PORT"]  # and below
+from gym_compose.plan.service_spec import Limits, Overrides, read_docker_block
 
 if TYPE_CHECKING:
-    from gym_compose.plan.sandbox_plan import SandboxPlan
-
-HEAD_SERVICE = "head"
-COLLECTOR_SERVICE = "collector"
-
-
-@dataclass(frozen=True)
-class StackOptions:
-    project: str = "gym-compose"
-    head_port: int = HEAD_PORT
-    publish_all: bool = False
-    bind_address: str = "127.0.0.1"
-    target: str = "compose"  # compose | swarm | kubernetes (docs/deploy.md); the plan itself ignores it
-    registry: str | None = None  # HOST/PREFIX images are pushed to for swarm/kubernetes
-    node_engines: tuple[str, ...] = ()  # swarm without a registry: engines the images are copied into
-
-
-@dataclass
-class Service:
-    name: str
-    role: str  # head | environment | agent | model | resources | engine
-    instance: str | None = None
-    implementation: str | None = None
-    source_dir: Path | None = None  # folder with the implementation's app.py; None: base image
-    port: int = SERVER_PORT
-    published_port: int | None = None
-    secrets: list[str] = field(default_factory=list)
-    limits: Limits = Limits()  # the config's `docker:` block; None fields keep the role's default
-    overrides: Overrides = Overrides()
-    # an inference engine runs from a ready-made image (pulled, not built), as that image wants:
-    image: str | None = None
-    command: list[str] = field(default_factory=list)
-    mounts: list[Mount] = field(default_factory=list)
-    probe: Probe | None = None
-    host_ipc: bool = False
-    scheduling: Scheduling = Scheduling()  # replicas, placement, reservations (swarm, kubernetes)
-    # lean (gym_compose.server on the base image) | nemo_gym (the real package; runtime_choice.py)
-    runtime: str = LEAN
-    runtime_reason: str = "built-in implementation"
-    siblings: tuple[str, ...] = ()  # other servers of its search root its code imports (server_type/name)
-
-
-@dataclass
-class Stack:
-    project: str
-    services: list[Service]
-    network_config: dict[str, Any]  # NEMO_GYM_CONFIG_DICT inside containers
-    host_config: dict[str, Any]  # what the head serves to clients on the host
-    secrets: dict[str, str]  # secret name -> value, written to files, never into compose.yaml
-    options: StackOptions
-    volumes: dict[str, str] = field(default_factory=dict)  # compose key -> docker volume kept across runs
-    sandboxes: Optional["SandboxPlan"] = None  # servers that lease sandboxes (gym_compose/sandbox_stack)
-
-    def service(self, name: str) -> Service:
-        return next(s for s in self.services if s.name == name)
-
-
-def session_key_secret(service: str) -> str:
-    """The secret holding the session-cookie key a server's replicas share."""
-    return f"{SESSION_KEY_SECRET}.{service}"
-
+    pass
 
 MAX_DNS_LABEL = 63  # a service name is a host name on the stack's network
 

@@ -4,7 +4,9 @@ NeMo Gym 0.7 installs a server's venv from its `requirements.txt` or, failing th
 `[project] dependencies` of its `pyproject.toml` (a folder with both is an error there). Lines
 naming nemo-gym itself (`-e nemo-gym[dev] @ ../../`, `nemo-gym[dev]`) and any line pointing at the
 checkout root (`../..`, which NeMo Gym drops outside a checkout) are left out: the runtime image
-holds NeMo Gym (or the compatibility layer stands in for it).
+holds NeMo Gym (or the compatibility layer stands in for it). Also the folder's
+`native-requirements.txt` (packages compiled in the image build: engine/images/native_build.py).
+Pure reads of files: the plan's runtime choice and the image builds both ask them.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import re
 import tomllib
 from pathlib import Path
 
-from gym_compose.engine.images.wheelhouse import canonical_name
 from gym_compose.errors import UserError
 
 _NEMO_GYM_REQUIREMENT = re.compile(r"^\s*(-e\s+)?nemo[-_]gym\b", re.IGNORECASE)
+NATIVE_REQUIREMENTS = "native-requirements.txt"
 
 
 def server_requirements(implementation_dir: Path) -> str:
@@ -69,3 +71,18 @@ def _pins(text: str) -> list[tuple[str, str]]:
         if separator and name and not name.startswith("#"):
             pairs.append((canonical_name(name), version.strip()))
     return pairs
+
+
+def native_requirements(implementation_dir: Path) -> str:
+    """The requirement lines of native-requirements.txt ('' when the folder has none)."""
+    path = implementation_dir / NATIVE_REQUIREMENTS
+    if not path.is_file():
+        return ""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    kept = [line for line in lines if line and not line.startswith("#")]
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (`Pillow`, `pillow` and `PIL_low` alike)."""
+    return re.sub(r"[-_.]+", "-", name).lower()

@@ -112,9 +112,8 @@ def unprovided_packages(implementation_dir: Path, entrypoint: str = "app.py") ->
     import that neither the lean base image nor the server's own requirements install: NeMo Gym
     servers lean on nemo-gym's dependencies (numpy, ray, openai, ...). Data-preparation scripts
     beside app.py are not followed."""
-    from gym_compose.engine.images.native_build import native_requirements
     from gym_compose.errors import UserError
-    from gym_compose.plan.requirements import server_requirements
+    from gym_compose.plan.requirements import native_requirements, server_requirements
 
     try:
         requirements = server_requirements(implementation_dir)

@@ -18,7 +18,7 @@ from gym_compose.errors import UserError
 from gym_compose.plan.sandbox_names import BROKER_PORT, BROKER_SERVICE, declares_sandboxes  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
-    from gym_compose.plan.planner import Service
+    from gym_compose.plan.model import Service
     from gym_compose.plan.sandbox_declaration import BrokerOptions, TaskImageFolder
     from gym_compose.sandbox.policy import SandboxPolicy
 

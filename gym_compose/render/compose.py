@@ -9,8 +9,7 @@ gym-compose is not needed on the host to run it.
 from __future__ import annotations
 
 import copy
-import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +34,13 @@ from gym_compose.contract import (
     ROOT_READY_ENV,
     RUNTIME_LABEL,
     SECRETS_DIR,
-    SERVER_USER,
     SESSION_KEY_FILE_ENV,
 )
-from gym_compose.paths import PROJECT_ROOT
-from gym_compose.plan.planner import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
+from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, CollectorRun, Service, Stack, session_key_secret
 from gym_compose.plan.runtime_choice import NEMO_GYM
 from gym_compose.plan.service_spec import GpuRequest, Limits, Mount, Overrides, Probe
+from gym_compose.render.templates import load_template, role_defaults
 
-TEMPLATES_DIR = PROJECT_ROOT / "compose_templates"
 NETWORK = "gym"
 COMPOSE_FILE = "compose.yaml"
 # Default limits of a server on the NeMo Gym runtime. NeMo Gym starts a Ray cluster in every server
@@ -59,34 +56,6 @@ class RenderOptions:
 
     # The Docker socket the sandbox broker mounts: (host path, its group id, rootless engine).
     docker_socket: tuple[str, int | None, bool] | None = None
-
-
-@dataclass(frozen=True)
-class CollectorRun:
-    """One collection run: rows in (read-only), artifacts out, collector arguments."""
-
-    input_file: Path
-    output_dir: Path
-    args: list[str] = field(default_factory=list)
-    user: str = SERVER_USER  # who writes the artifacts; never root (see runs.run_folders.collector_user)
-
-
-def load_template(name: str) -> dict[str, Any]:
-    """A fresh copy of compose_templates/NAME.yaml (callers change it)."""
-    return copy.deepcopy(_parsed_template(name))
-
-
-@functools.lru_cache(maxsize=None)
-def _parsed_template(name: str) -> dict[str, Any]:
-    """Parsed once per process, with libyaml when PyYAML has it: a render asks for the templates
-    once per service, and PyYAML's pure-Python parser took ~0.2 s of a warm `up` for them."""
-    with open(TEMPLATES_DIR / f"{name}.yaml", encoding="utf-8") as handle:
-        return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-
-
-def role_defaults(role: str) -> dict[str, Any]:
-    """What compose_templates/roles.yaml adds for `role` to the server defaults."""
-    return copy.deepcopy(load_template("roles").get(role) or {})
 
 
 def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun | None = None,

@@ -49,9 +49,10 @@ from gym_compose.contract import (
     SESSION_KEY_FILE_ENV,
 )
 from gym_compose.errors import UserError
-from gym_compose.plan.planner import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
+from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
 from gym_compose.plan.service_spec import GpuRequest, Probe
-from gym_compose.render.compose import _start_period_seconds, load_template
+from gym_compose.render.compose import _start_period_seconds
+from gym_compose.render.templates import load_template
 from gym_compose.sandbox.broker.__main__ import BACKEND_ENV as SANDBOX_BACKEND_ENV
 from gym_compose.sandbox.broker.kubernetes_backend import OWNERS_ENV as SANDBOX_OWNERS_ENV
 
@@ -345,7 +346,8 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
 def _default_memory(service: Service) -> str | None:
     """The compose target's default for the same service: its role's, or the NeMo Gym runtime's."""
     from gym_compose.plan.runtime_choice import NEMO_GYM
-    from gym_compose.render.compose import NEMO_GYM_LIMITS, role_defaults
+    from gym_compose.render.compose import NEMO_GYM_LIMITS
+    from gym_compose.render.templates import role_defaults
 
     if service.runtime == NEMO_GYM:
         return str(NEMO_GYM_LIMITS["mem_limit"])

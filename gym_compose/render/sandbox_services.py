@@ -16,7 +16,7 @@ from gym_compose.sandbox.policy import BrokerSettings
 from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
 
 if TYPE_CHECKING:
-    from gym_compose.plan.planner import Stack
+    from gym_compose.plan.model import Stack
 
 POLICY_ENV = "GYM_COMPOSE_SANDBOX_POLICY"
 # An internal bridge still gives the host an address on it (the gateway), through which any host
@@ -77,7 +77,7 @@ def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[st
     settings = broker_settings(stack, images)
     healthcheck = dict(server_spec["healthcheck"])
     healthcheck["test"] = [*healthcheck["test"][:-1], str(BROKER_PORT)]
-    from gym_compose.render.compose import load_template
+    from gym_compose.render.templates import load_template
 
     spec: dict[str, Any] = load_template("sandbox_broker")
     spec.update({

@@ -32,9 +32,9 @@ import yaml
 
 from gym_compose.contract import PROJECT_LABEL, REPLICA_ADDRESS_ENV
 from gym_compose.errors import UserError
-from gym_compose.plan.planner import COLLECTOR_SERVICE, Stack
+from gym_compose.plan.model import COLLECTOR_SERVICE, CollectorRun, Stack
 from gym_compose.plan.service_spec import GpuRequest
-from gym_compose.render.compose import NETWORK, CollectorRun, RenderOptions, compose_model, dump_yaml
+from gym_compose.render.compose import NETWORK, RenderOptions, compose_model, dump_yaml
 
 STACK_FILE = "stack.yaml"
 COLLECTOR_FILE = "collector.yaml"

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gym_compose.collect.rows import TASK_INDEX, first_of_each_rollout, sortable
 from gym_compose.errors import UserError
 from gym_compose.metrics.agent_metrics import agent_of, aggregate_metrics
+from gym_compose.metrics.row_keys import TASK_INDEX, first_of_each_rollout, sortable
 from gym_compose.view.run_model import prompt_of
 
 PASS_THRESHOLD = 0.5

@@ -10,8 +10,7 @@ from pathlib import Path
 from gym_compose.config import LoadedConfig
 from gym_compose.contract import COLLECTOR_RESULTS
 from gym_compose.errors import UserError
-from gym_compose.plan.planner import Stack
-from gym_compose.render.compose import CollectorRun
+from gym_compose.plan.model import CollectorRun, Stack
 from gym_compose.runs.datasets import (
     Dataset,
     benchmark_datasets,

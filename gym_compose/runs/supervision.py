@@ -20,7 +20,7 @@ from gym_compose.engine.targets.deployed_stack import (
     StackCheck,
 )
 from gym_compose.errors import UserError
-from gym_compose.plan.planner import COLLECTOR_SERVICE
+from gym_compose.plan.model import COLLECTOR_SERVICE
 from gym_compose.plan.sandbox_names import BROKER_SERVICE
 from gym_compose.runs.progress_display import ProgressDisplay
 from gym_compose.runs.pull_progress import PullProgress

@@ -24,8 +24,9 @@ from gym_compose.engine.targets.compose_project import (
 )
 from gym_compose.engine.targets.deployed_stack import DeployedStack, ServiceState
 from gym_compose.errors import UserError
-from gym_compose.plan.planner import Stack, StackOptions, plan_stack
-from gym_compose.render.compose import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
+from gym_compose.plan.model import CollectorRun, Stack, StackOptions
+from gym_compose.plan.planner import plan_stack
+from gym_compose.render.compose import RenderOptions, wait_timeout_seconds, write_project
 from gym_compose.stack.log_following import attach
 from gym_compose.stack.state import deployed_stack, existing_project, forget_project, project_dir, remember_target
 from gym_compose.stack.table import print_services

@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from gym_compose.collect.rows import ATTEMPT_INDEX, ROLLOUT_INDEX, TASK_INDEX, sortable
 from gym_compose.metrics.agent_metrics import agent_of, pass_at_k_metrics
+from gym_compose.metrics.row_keys import ATTEMPT_INDEX, ROLLOUT_INDEX, TASK_INDEX, sortable
 from gym_compose.view.jsonl_index import JsonlIndex
 from gym_compose.view.run_folder import SmallFiles
 

@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 import yaml
 
-from gym_compose.collect.rows import ROLLOUT_INDEX, TASK_INDEX, sortable
 from gym_compose.contract import MODELS
+from gym_compose.metrics.row_keys import ROLLOUT_INDEX, TASK_INDEX, sortable
 from gym_compose.view.jsonl_index import JsonlIndex
 from gym_compose.view.run_model import Run, Task, hashable_key, prompt_of
 from gym_compose.view.trajectory import conversation, failed_rollout, failure_block

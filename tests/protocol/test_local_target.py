@@ -15,8 +15,8 @@ import pytest
 from gym_compose.config import ConfigRequest, load
 from gym_compose.engine.targets.deployed_stack import StackNotHealthy
 from gym_compose.engine.targets.local_processes import LocalProcesses
+from gym_compose.plan.model import CollectorRun
 from gym_compose.plan.planner import plan_stack
-from gym_compose.render.compose import CollectorRun
 from gym_compose.runs.supervision import run_collector
 
 pytestmark = pytest.mark.protocol

@@ -7,7 +7,7 @@ import time
 
 from gym_compose.engine.images import build
 from gym_compose.engine.images import lean_images as images
-from gym_compose.plan.planner import Service, Stack, StackOptions
+from gym_compose.plan.model import Service, Stack, StackOptions
 
 
 def test_independent_server_images_are_built_at_once_and_each_folder_once(monkeypatch, tmp_path):

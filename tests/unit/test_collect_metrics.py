@@ -87,7 +87,7 @@ def test_mixed_type_task_indices_still_give_metrics():
 
 
 def test_rollouts_sort_whatever_the_index_types():
-    from gym_compose.collect.rows import sortable_rollout_key
+    from gym_compose.metrics.row_keys import sortable_rollout_key
 
     rows = [result("x", 1, 0), result(2, 0, 0), result(1.5, 0, 0), result("x", 0, 0), result(None, 0, 0)]
     assert [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in sorted(rows, key=sortable_rollout_key)] == [

@@ -15,7 +15,7 @@ import pytest
 from gym_compose.collect import dispatch
 from gym_compose.collect.lock import RunFolderBusy, RunFolderLock, current_holder
 from gym_compose.collect.routing import EnvironmentServer
-from gym_compose.collect.rows import first_of_each_rollout
+from gym_compose.metrics.row_keys import first_of_each_rollout
 from gym_compose.net.web import server_error_body
 from gym_compose.server import time_budget
 from gym_compose.server.peers import PeerError

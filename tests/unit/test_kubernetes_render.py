@@ -11,7 +11,8 @@ import yaml
 from gym_compose.config import load
 from gym_compose.config.request import ConfigRequest
 from gym_compose.errors import UserError
-from gym_compose.plan.planner import StackOptions, plan_stack
+from gym_compose.plan.model import StackOptions
+from gym_compose.plan.planner import plan_stack
 from gym_compose.render.kubernetes import (
     IN_NETWORK_LABEL,
     SANDBOX_CLIENT_LABEL,

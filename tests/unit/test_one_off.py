@@ -10,8 +10,9 @@ import yaml
 from gym_compose.engine import docker_cli
 from gym_compose.engine.targets.compose_project import ComposeProject
 from gym_compose.engine.targets.one_off import UnsupportedServiceKey, docker_run_args, network_holder
+from gym_compose.plan.model import CollectorRun
 from gym_compose.plan.planner import plan_stack
-from gym_compose.render.compose import CollectorRun, write_project
+from gym_compose.render.compose import write_project
 from tests.unit.test_plan_render import IMAGES, roots, weather_config  # noqa: F401 (roots is a fixture)
 
 

@@ -7,8 +7,9 @@ import yaml
 
 from gym_compose.contract import HEALTHCHECK_SCRIPT
 from gym_compose.errors import UserError
-from gym_compose.plan.planner import HEAD_SERVICE, SECRET_PREFIX, StackOptions, plan_stack, service_name
-from gym_compose.render.compose import CollectorRun, compose_model, write_project
+from gym_compose.plan.model import HEAD_SERVICE, CollectorRun, StackOptions
+from gym_compose.plan.planner import SECRET_PREFIX, plan_stack, service_name
+from gym_compose.render.compose import compose_model, write_project
 
 
 def weather_config(api_key: str = "sk-very-secret") -> dict:
@@ -221,7 +222,7 @@ def test_templates_are_parsed_once_and_each_caller_gets_its_own_copy():
     parser, and a caller that changes its copy changes no one else's."""
     import yaml
 
-    from gym_compose.render.compose import TEMPLATES_DIR, load_template
+    from gym_compose.render.templates import TEMPLATES_DIR, load_template
 
     for path in sorted(TEMPLATES_DIR.glob("*.yaml")):
         assert load_template(path.stem) == (yaml.safe_load(path.read_text()) or {})

@@ -45,7 +45,7 @@ def test_a_start_that_fails_removes_the_run_folder_it_made(tmp_path, monkeypatch
     calls around the start are stood in for)."""
     from gym_compose.config.request import ConfigRequest
     from gym_compose.engine.targets.compose_project import ComposeProject
-    from gym_compose.plan.planner import StackOptions
+    from gym_compose.plan.model import StackOptions
     from gym_compose.runs import eval_run
     from gym_compose.runs.eval_run import CollectionArgs, run_collection
     from gym_compose.stack.lifecycle import StackArgs

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from gym_compose.errors import UserError
-from gym_compose.plan.planner import StackOptions, plan_stack
+from gym_compose.plan.model import StackOptions
+from gym_compose.plan.planner import plan_stack
 from gym_compose.plan.sandbox_plan import BROKER_SERVICE, CONTROL_NETWORK
 from gym_compose.render.compose import RenderOptions, compose_model, write_project
 from gym_compose.render.sandbox_services import POLICY_ENV

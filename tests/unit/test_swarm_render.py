@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gym_compose.plan.planner import StackOptions, plan_stack
-from gym_compose.render.compose import CollectorRun
+from gym_compose.plan.model import CollectorRun, StackOptions
+from gym_compose.plan.planner import plan_stack
 from gym_compose.render.swarm import load_collector_spec, swarm_model, write_swarm_project
 from tests.unit.test_plan_render import weather_config
 from tests.unit.test_sandbox_plan import SOCKET

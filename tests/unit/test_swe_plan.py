@@ -13,7 +13,8 @@ from gym_compose.config import load
 from gym_compose.config.request import ConfigRequest
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
-from gym_compose.plan.planner import StackOptions, plan_stack
+from gym_compose.plan.model import StackOptions
+from gym_compose.plan.planner import plan_stack
 from gym_compose.render.sandbox_services import broker_settings
 from gym_compose.stack.swe_preflight import check_pulled_images, registry_host
 

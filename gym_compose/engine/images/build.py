@@ -7,7 +7,7 @@ from functools import partial
 from typing import Callable
 
 from gym_compose.contract import SERVER_TYPES
-from gym_compose.plan.planner import Service, Stack
+from gym_compose.plan.model import Service, Stack
 from gym_compose.plan.runtime_choice import LEAN, NEMO_GYM
 
 PARALLEL_BUILDS = 3

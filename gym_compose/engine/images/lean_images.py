@@ -40,12 +40,11 @@ from gym_compose.engine.images.native_build import (
     NativeSources,
     ensure_native_sources,
     native_env,
-    native_requirements,
 )
 from gym_compose.engine.images.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
-from gym_compose.plan.requirements import server_requirements
+from gym_compose.plan.requirements import native_requirements, server_requirements
 
 Progress = Callable[[str], None]
 

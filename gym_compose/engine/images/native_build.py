@@ -31,7 +31,6 @@ from gym_compose.engine.images.image_hash import ContentHash
 from gym_compose.engine.images.image_settings import ImageSettings, PythonPlatform
 from gym_compose.errors import UserError
 
-NATIVE_REQUIREMENTS = "native-requirements.txt"
 NATIVE_ENV = "native-build.env"
 NATIVE_PREPARE = "native-prepare.sh"
 IMAGE_SETUP = "image_setup.py"
@@ -46,16 +45,6 @@ class NativeSources:
     sdists: list[Path]
     build_requires: list[str]
     runtime_requires: list[str]
-
-
-def native_requirements(implementation_dir: Path) -> str:
-    """The requirement lines of native-requirements.txt ('' when the folder has none)."""
-    path = implementation_dir / NATIVE_REQUIREMENTS
-    if not path.is_file():
-        return ""
-    lines = [line.strip() for line in path.read_text().splitlines()]
-    kept = [line for line in lines if line and not line.startswith("#")]
-    return "\n".join(kept) + "\n" if kept else ""
 
 
 def native_env(implementation_dir: Path) -> str:

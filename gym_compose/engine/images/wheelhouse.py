@@ -21,6 +21,7 @@ from gym_compose.engine.images.build_lock import make_once, publish_complete
 from gym_compose.engine.images.image_hash import ContentHash
 from gym_compose.engine.images.image_settings import LEAN_PLATFORM, PythonPlatform, machine_arch
 from gym_compose.errors import UserError
+from gym_compose.plan.requirements import canonical_name
 
 PIP_TIMEOUT_S = 900
 MAX_SDIST_BUILDS = 20
@@ -186,11 +187,6 @@ def _without(constraints: str, names: set[str]) -> str:
         if not (match and canonical_name(match.group(1)) in names):
             kept.append(line)
     return "\n".join(kept) + "\n" if kept else ""
-
-
-def canonical_name(name: str) -> str:
-    """A distribution's name as PEP 503 compares them (`Pillow`, `pillow` and `PIL_low` alike)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _missing_distribution(stderr: str) -> str | None:

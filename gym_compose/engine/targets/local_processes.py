@@ -52,8 +52,7 @@ READY_POLL_SECONDS = 0.05
 COLLECTOR = "collector"
 
 if TYPE_CHECKING:
-    from gym_compose.plan.planner import Stack
-    from gym_compose.render.compose import CollectorRun
+    from gym_compose.plan.model import CollectorRun, Stack
 
 
 def free_port() -> int:

@@ -77,7 +77,7 @@
   }
 
   function compareKeys(a, b) {
-    // numbers before strings before anything else, like gym_compose.collect.rows.sortable
+    // numbers before strings before anything else, like gym_compose.metrics.row_keys.sortable
     const rank = (v) => (typeof v === "number" ? 0 : typeof v === "string" ? 1 : 2);
     if (rank(a) !== rank(b)) return rank(a) - rank(b);
     if (typeof a === "number") return a - b;
