@@ -63,7 +63,7 @@ def render(
     """Build the images and write a standalone compose project that plain `docker compose` runs."""
     from gym_compose.stack.lifecycle import StackArgs, render_command
 
-    render_command(StackArgs(request, stack), output)
+    render_command(StackArgs(request, *stack), output)
 
 
 @app.command(context_settings=STACK_COMMAND)
@@ -73,7 +73,7 @@ def build(request, stack) -> None:
     """Build the base image and one image per server implementation (cached by content hash)."""
     from gym_compose.stack.lifecycle import StackArgs, build_command
 
-    build_command(StackArgs(request, stack))
+    build_command(StackArgs(request, *stack))
 
 
 @app.command(context_settings=STACK_COMMAND)
@@ -90,7 +90,7 @@ def up(request, stack, collection, detach: DetachOpt = False, keep: KeepOpt = Fa
     """
     from gym_compose.stack.lifecycle import StackArgs, up_command
 
-    args = StackArgs(request, stack)
+    args = StackArgs(request, *stack)
     if detach or not (request.benchmarks or collection.input_file):
         up_command(args, detach=detach)
         return
@@ -223,7 +223,7 @@ def eval_run(
     from gym_compose.runs.eval_run import run_collection
     from gym_compose.stack.lifecycle import StackArgs
 
-    raise typer.Exit(run_collection(StackArgs(request, stack), collection, serve=not no_serve, keep=keep))
+    raise typer.Exit(run_collection(StackArgs(request, *stack), collection, serve=not no_serve, keep=keep))
 
 
 @eval_app.command("rerun", context_settings=STACK_COMMAND)

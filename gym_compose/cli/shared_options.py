@@ -2,7 +2,7 @@
 
 `@with_config` gives a command NeMo Gym's config arguments (`--config`, the selectors, `-m`, ...
 and the Hydra overrides left over) as one `request: ConfigRequest`; `@with_stack` adds the
-compose project options as `stack: StackOptions`; `@with_collection` adds the collection options
+stack options as `stack: StackFlags` (the plan's, the target's); `@with_collection` adds the collection options
 as `collection: CollectionArgs`. Typer reads a command's signature, so each decorator swaps its
 one parameter for the group's options there and folds them back into one value on the call.
 """
@@ -13,13 +13,17 @@ import functools
 import inspect
 import re
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, NamedTuple, Optional
 
 import typer
 
 from gym_compose.config.request import ConfigRequest
 from gym_compose.contract import HEAD_PORT, PROJECT_ENV
 from gym_compose.errors import UserError
+
+if TYPE_CHECKING:
+    from gym_compose.engine.targets.registry import TargetOptions
+    from gym_compose.plan.model import StackOptions
 
 STACK_COMMAND = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -142,31 +146,22 @@ def _config_request(ctx: typer.Context, *, config, resources_server, model_type,
     )
 
 
-TARGETS = ("compose", "swarm", "kubernetes")
+class StackFlags(NamedTuple):
+    """What `@with_stack` gives a command: the plan's options and the target's (StackArgs' order)."""
+
+    options: StackOptions
+    target: TargetOptions
 
 
 def _stack_options(*, project: str, publish: bool, head_port: int, target: str, registry: str | None,
-                   node_engine: list[str] | None):
+                   node_engine: list[str] | None) -> StackFlags:
+    from gym_compose.engine.targets.registry import target_options
     from gym_compose.plan.model import StackOptions
 
     if not 0 < head_port < 65536:
         raise UserError(f"--head-port must be a TCP port (1-65535), got {head_port}")
-    if target not in TARGETS:
-        raise UserError(f"unknown --target {target!r}", hint=f"one of: {', '.join(TARGETS)}")
-    if registry is not None and (target == "compose" or not re.fullmatch(r"[A-Za-z0-9.:-]+(/[a-z0-9._-]+)*", registry)):
-        raise UserError(f"--registry {registry!r}: " + ("only for --target swarm or kubernetes" if target == "compose"
-                                                         else "expected HOST[:PORT]/PREFIX"),
-                        hint="e.g. --target swarm --registry registry.example:5000/gym")
-    node_engines = tuple(node_engine or ())
-    for engine in node_engines:
-        if target != "swarm" or registry is not None or not re.fullmatch(r"(ssh|tcp|unix)://\S+", engine):
-            raise UserError(f"--node-engine {engine!r}: " + (
-                "only for --target swarm" if target != "swarm" else
-                "not with --registry (the nodes pull from it)" if registry is not None else
-                "expected a Docker engine address: ssh://USER@NODE, tcp://NODE:PORT or unix:///PATH"),
-                hint="e.g. --target swarm --node-engine ssh://admin@node2 --node-engine ssh://admin@node3")
-    return StackOptions(project=project, publish_all=publish, head_port=head_port, target=target,
-                        registry=registry.rstrip("/") if registry else None, node_engines=node_engines)
+    return StackFlags(StackOptions(project=project, publish_all=publish, head_port=head_port),
+                      target_options(target, registry, tuple(node_engine or ())))
 
 
 def _collection_args(*, input_file, results_dir, run_name, resume, limit, num_repeats, num_samples_in_parallel,

@@ -29,9 +29,6 @@ class StackOptions:
     head_port: int = HEAD_PORT
     publish_all: bool = False
     bind_address: str = "127.0.0.1"
-    target: str = "compose"  # compose | swarm | kubernetes (docs/deploy.md); the plan itself ignores it
-    registry: str | None = None  # HOST/PREFIX images are pushed to for swarm/kubernetes
-    node_engines: tuple[str, ...] = ()  # swarm without a registry: engines the images are copied into
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Callable
 
 from gym_compose.console import say
 from gym_compose.engine.targets.deployed_stack import DeployedStack
+from gym_compose.engine.targets.registry import target_named
 from gym_compose.errors import UserError
 from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
@@ -45,7 +46,7 @@ __all__ = ["CollectionArgs", "run_collection"]
 
 def rendered_file(project: DeployedStack | None) -> Path | None:
     """The compose (or swarm stack) file the run was served from, copied into the run folder."""
-    return getattr(project, "compose_file", None)
+    return project.rendered_file if project is not None else None
 
 
 def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool,
@@ -57,11 +58,11 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots, collection.input_file)
     planned = plan_run(loaded, stack, collection)
-    target = stack.options.target
+    target = args.target.name
     deployed = deployed_stack(stack.project, target)
     if serve:
         refuse_if_running(stack.project, target)
-        if target != "compose":  # under Compose, a project with no container has no collector either
+        if not target_named(target).running_sees_collector:  # else no container means no collector either
             refuse_second_collector(deployed)
     else:
         states = stack_states(deployed)  # one listing answers both questions
@@ -76,7 +77,8 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     facts: EngineFacts | None = None
     try:
         collector = write_run_inputs(run_dir, planned, collection)
-        images, project = build_and_render(stack, project_dir(stack.project), collector, pinned=pinned_images)
+        images, project = build_and_render(stack, args.target, project_dir(stack.project), collector,
+                                           pinned=pinned_images)
         if serve:
             remember_target(stack.project, target)
         if check_images is not None:

@@ -12,8 +12,7 @@ import re
 from pathlib import Path
 from typing import IO, Optional
 
-from gym_compose.engine.docker_cli import DockerProcess, start_docker
-from gym_compose.engine.targets.compose_project import ComposeProject
+from gym_compose.engine.targets.deployed_stack import DeployedStack, RunningProcess
 from gym_compose.plan.sandbox_names import BROKER_SERVICE
 
 LOG_FILE = "sandbox-broker.log"
@@ -26,17 +25,20 @@ def pull_lines(text: str) -> list[str]:
 
 
 class PullProgress:
-    def __init__(self, process: Optional[DockerProcess], log: IO[str], path: Path):
+    def __init__(self, process: Optional[RunningProcess], log: IO[str], path: Path):
         self.process, self.log, self.path = process, log, path
         self.offset = path.stat().st_size if path.exists() else 0
 
     @classmethod
-    def follow(cls, project: ComposeProject, run_dir: Path) -> "PullProgress":
+    def follow(cls, stack: DeployedStack, run_dir: Path) -> Optional["PullProgress"]:
+        """None where the target does not follow one service's log."""
         path = run_dir / LOG_FILE
         log = open(path, "a", encoding="utf-8", errors="replace")
         progress = cls(None, log, path)
-        progress.process = start_docker([*project.compose_args(), "logs", "--follow", "--tail", "0", "--no-log-prefix",
-                                         BROKER_SERVICE], stdout=log)
+        progress.process = stack.follow_service_log(BROKER_SERVICE, log)
+        if progress.process is None:
+            progress.stop()
+            return None
         return progress
 
     def new_lines(self) -> list[str]:

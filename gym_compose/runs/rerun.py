@@ -137,5 +137,5 @@ def rerun_command(run_dir: Path, options: Any, overrides: list[str], model_api_k
             yaml.safe_dump(config, out, sort_keys=False, allow_unicode=True)
         request = ConfigRequest(config_files=[config_file], overrides=other_overrides)
         checked = (lambda images: check_rebuilt(images, to_rebuild, manifest)) if to_rebuild else None
-        return run_collection(StackArgs(request, options), collection, serve=True, keep=keep,
+        return run_collection(StackArgs(request, *options), collection, serve=True, keep=keep,
                               pinned_images=pinned, rerun_of=run_dir, check_images=checked)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from gym_compose.collect.progress import read_progress
 from gym_compose.console import say
-from gym_compose.engine.targets.compose_project import ComposeProject
 from gym_compose.engine.targets.deployed_stack import (
     EXITED_STATES,
     DeployedStack,
@@ -24,7 +23,6 @@ from gym_compose.plan.model import COLLECTOR_SERVICE
 from gym_compose.plan.sandbox_names import BROKER_SERVICE
 from gym_compose.runs.progress_display import ProgressDisplay
 from gym_compose.runs.pull_progress import PullProgress
-from gym_compose.stack.lifecycle import project_states
 from gym_compose.stack.teardown import uninterruptible
 
 COLLECTOR_LOG = "collector.log"
@@ -44,9 +42,7 @@ class CollectorOutcome:
 def stack_states(stack: DeployedStack) -> list[ServiceState]:
     """Every container of the stack, one-off ones included: for Compose one `docker ps` (a tenth
     of `compose ps`'s time), for the other targets their own listing."""
-    if isinstance(stack, ComposeProject):
-        return stack.quick_states()
-    return project_states(stack)
+    return stack.quick_states()
 
 
 def refuse_second_collector(stack: DeployedStack, states: list[ServiceState] | None = None) -> None:
@@ -85,8 +81,7 @@ def run_collector(stack: DeployedStack, run_dir: Path, services: Sequence[str]) 
     with open(log_path, "a", encoding="utf-8", errors="replace") as log:
         collector = stack.run_one_off(COLLECTOR_SERVICE, log)
         # The broker may pull a task's image for minutes: say so, or the run seems to stand still.
-        pulls = (PullProgress.follow(stack, run_dir)
-                 if BROKER_SERVICE in services and isinstance(stack, ComposeProject) else None)
+        pulls = PullProgress.follow(stack, run_dir) if BROKER_SERVICE in services else None
         display = ProgressDisplay(notices=pulls)
         stopped_for = None
         try:

@@ -1,7 +1,8 @@
 """A stack's life: resolve -> plan -> build -> render -> start and wait; the commands that drive it.
 
-`render`, `build`, `up`, `down` (and `down --all`, the reaper), `ps`. The compose project is the
-target (`engine.compose`); everything after rendering goes through `engine.target.DeployedStack`.
+`render`, `build`, `up`, `down` (and `down --all`, the reaper), `ps`. The target is a row of
+`engine.targets.registry` (compose unless --target); everything after rendering goes through
+`engine.targets.deployed_stack.DeployedStack`.
 """
 
 from __future__ import annotations
@@ -16,19 +17,15 @@ from gym_compose.config.request import ConfigRequest
 from gym_compose.console import say
 from gym_compose.contract import CACHE_LABEL
 from gym_compose.engine.images.build import build_stack_images
-from gym_compose.engine.targets.compose_project import (
-    ComposeProject,
-    ensure_volume,
-    labelled_projects,
-    require_compose,
-)
-from gym_compose.engine.targets.deployed_stack import DeployedStack, ServiceState
+from gym_compose.engine.targets.compose_project import ensure_volume, labelled_projects
+from gym_compose.engine.targets.deployed_stack import DeployedStack
+from gym_compose.engine.targets.registry import TargetOptions, target_named
 from gym_compose.errors import UserError
 from gym_compose.plan.model import CollectorRun, Stack, StackOptions
 from gym_compose.plan.planner import plan_stack
-from gym_compose.render.compose import RenderOptions, wait_timeout_seconds, write_project
+from gym_compose.render.compose import wait_timeout_seconds
 from gym_compose.stack.log_following import attach
-from gym_compose.stack.state import deployed_stack, existing_project, forget_project, project_dir, remember_target
+from gym_compose.stack.state import existing_project, forget_project, project_dir, remember_target
 from gym_compose.stack.table import print_services
 from gym_compose.stack.teardown import down_quietly
 
@@ -37,6 +34,7 @@ from gym_compose.stack.teardown import down_quietly
 class StackArgs:
     request: ConfigRequest
     options: StackOptions
+    target: TargetOptions = TargetOptions()
 
 
 def load_and_plan(args: StackArgs) -> tuple[LoadedConfig, Stack]:
@@ -53,64 +51,38 @@ def plan_from_request(args: StackArgs) -> Stack:
     return load_and_plan(args)[1]
 
 
-def render_options() -> RenderOptions:
-    """What the engine at hand supports (asked once the config and the plan are known to be good)."""
-    from gym_compose.engine.targets.sandbox_containers import docker_socket
-
-    return RenderOptions(docker_socket=docker_socket())
-
-
-def target_images(stack: Stack, pinned: dict[str, str] | None = None) -> dict[str, str]:
-    """The stack's images, built here; for swarm/kubernetes with --registry, pushed and named by digest."""
+def target_images(stack: Stack, target: TargetOptions, pinned: dict[str, str] | None = None) -> dict[str, str]:
+    """The stack's images, built here; with --registry, pushed and named by digest."""
     images = build_stack_images(stack, progress=say, pinned=pinned)
-    if stack.options.registry:
+    if target.registry:
         from gym_compose.engine.images.image_registry import push_images
 
-        return push_images(images, stack.options.registry, progress=say)
-    if stack.options.node_engines:
+        return push_images(images, target.registry, progress=say)
+    if target.node_engines:
         from gym_compose.engine.images.image_registry import copy_images
 
-        copy_images(images, stack.options.node_engines, progress=say)
-    elif stack.options.target != "compose":
+        copy_images(images, target.node_engines, progress=say)
+    elif target_named(target.name).takes_registry:
         say("note: no --registry: every node must hold the images under their local tags "
             "(--node-engine ENGINE copies them); see docs/deploy.md")
     return images
 
 
-def build_and_render(stack: Stack, out_dir: Path, collector: CollectorRun | None = None,
+def build_and_render(stack: Stack, target: TargetOptions, out_dir: Path, collector: CollectorRun | None = None,
                      pinned: dict[str, str] | None = None) -> tuple[dict[str, str], DeployedStack]:
-    """Build (and push) the images and render the project for the stack's target."""
-    target = stack.options.target
-    if target == "kubernetes":
-        raise UserError("Kubernetes stacks are rendered, not run, by gym-compose",
-                        hint="render the manifests with `gym-compose render --target kubernetes -o DIR`, then "
-                        "`kubectl apply -n NAMESPACE -f DIR` (docs/deploy.md)")
-    images = target_images(stack, pinned)
-    if target == "swarm":
-        from gym_compose.engine.targets.swarm_stack import SwarmStack
-        from gym_compose.render.swarm import write_swarm_project
-
-        return images, SwarmStack(stack.project, write_swarm_project(stack, images, out_dir, collector,
-                                                                     render_options()))
-    compose_file = write_project(stack, images, out_dir, collector, render_options())
-    return images, ComposeProject(stack.project, compose_file)
+    """Build (and push) the images and render the project for the target."""
+    row = target_named(target.name)
+    if not row.runs:
+        raise row.not_run()
+    images = target_images(stack, target, pinned)
+    return images, row.opened(stack.project, row.render(stack, images, out_dir, collector))
 
 
 def render_command(args: StackArgs, output: Path) -> Path:
     stack = plan_from_request(args)
-    if stack.options.target == "kubernetes":
-        from gym_compose.render.kubernetes import write_manifests
-
-        path = write_manifests(stack, target_images(stack), output)
-        say(f"rendered {path}; apply it with: kubectl apply -n NAMESPACE -f {output}")
-        return path
-    _, project = build_and_render(stack, output)
-    rendered = getattr(project, "compose_file", None)
-    assert rendered is not None
-    if stack.options.target == "swarm":
-        say(f"rendered {rendered}; deploy it with: docker stack deploy -c {rendered} {stack.project}")
-    else:
-        say(f"rendered {rendered}; run it with: docker compose -f {rendered} up --wait")
+    row = target_named(args.target.name)
+    rendered = row.render(stack, target_images(stack, args.target), output, None)
+    say(f"rendered {rendered}; " + row.how_to_run.format(file=rendered, folder=output, project=stack.project))
     return rendered
 
 
@@ -122,23 +94,9 @@ def build_command(args: StackArgs) -> dict[str, str]:
     return images
 
 
-def project_states(stack: DeployedStack) -> list[ServiceState]:
-    """`ps`, explaining a missing Compose v2 instead of showing its raw failure."""
-    try:
-        return stack.ps()
-    except UserError:
-        require_compose()
-        raise
-
-
-def refuse_if_running(project_name: str, target: str = "compose") -> None:
+def refuse_if_running(project_name: str, target: str) -> None:
     """Two commands must not drive one project: the second would recreate the first's containers."""
-    if target == "swarm":
-        from gym_compose.engine.targets.swarm_stack import require_swarm
-
-        require_swarm()
-    running = ComposeProject(project_name).quick_states()  # one `docker ps`, not `compose ps`
-    if running or (target == "swarm" and deployed_stack(project_name, target).ps()):
+    if target_named(target).is_running(project_name):
         raise UserError(
             f"project {project_name!r} is already running",
             hint=f"stop it with `gym-compose down -p {project_name}`, collect against it with "
@@ -156,7 +114,7 @@ def start_servers(stack: Stack, deployed: DeployedStack) -> None:
             ensure_volume(volume, f"{CACHE_LABEL}=model")
         deployed.up(wait_timeout_seconds(stack), services=names)
         say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
-        print_services(deployed.quick_states() if isinstance(deployed, ComposeProject) else deployed.ps())
+        print_services(deployed.quick_states())
     except BaseException:
         down_quietly(deployed)
         raise
@@ -174,9 +132,9 @@ def up_command(args: StackArgs, detach: bool) -> None:
 
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots)
-    refuse_if_running(stack.project, stack.options.target)
-    _, project = build_and_render(stack, project_dir(stack.project))
-    remember_target(stack.project, stack.options.target)
+    refuse_if_running(stack.project, args.target.name)
+    _, project = build_and_render(stack, args.target, project_dir(stack.project))
+    remember_target(stack.project, args.target.name)
     start_servers(stack, project)
     if detach:
         say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")

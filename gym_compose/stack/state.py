@@ -6,9 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from gym_compose.engine.targets.compose_project import ComposeProject
 from gym_compose.engine.targets.deployed_stack import DeployedStack
-from gym_compose.render.compose import COMPOSE_FILE
+from gym_compose.engine.targets.registry import DEFAULT_TARGET, target_named
 
 TARGET_FILE = "target"  # which target `up` deployed the project on, for down/ps/logs
 
@@ -29,20 +28,15 @@ def existing_project(project: str) -> DeployedStack:
     """The project as `up` rendered it (its compose file, when still there), on the target `up`
     deployed it on (compose unless it recorded another)."""
     target_file = project_dir(project) / TARGET_FILE
-    target = target_file.read_text().strip() if target_file.is_file() else "compose"
+    target = target_file.read_text().strip() if target_file.is_file() else DEFAULT_TARGET
     return deployed_stack(project, target)
 
 
 def deployed_stack(project: str, target: str) -> DeployedStack:
-    """`project` on `target`, with the files `up` rendered for it when they are there."""
-    if target == "swarm":
-        from gym_compose.engine.targets.swarm_stack import SwarmStack
-        from gym_compose.render.swarm import STACK_FILE
-
-        stack_file = project_dir(project) / STACK_FILE
-        return SwarmStack(project, stack_file if stack_file.is_file() else None)
-    compose_file = project_dir(project) / COMPOSE_FILE
-    return ComposeProject(project, compose_file if compose_file.is_file() else None)
+    """`project` on `target`, with the file `up` rendered for it when it is there."""
+    row = target_named(target)
+    rendered = project_dir(project) / row.rendered_file
+    return row.opened(project, rendered if rendered.is_file() else None)
 
 
 def remember_target(project: str, target: str) -> None:

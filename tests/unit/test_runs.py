@@ -55,7 +55,7 @@ def test_a_start_that_fails_removes_the_run_folder_it_made(tmp_path, monkeypatch
     compose_file.write_text("services: {}\n")
     monkeypatch.setattr(eval_run, "refuse_if_running", lambda name, target="compose": None)
     monkeypatch.setattr(eval_run, "refuse_second_collector", lambda project: None)
-    monkeypatch.setattr(eval_run, "build_and_render", lambda stack, out, collector, **_: ({}, ComposeProject("p", compose_file)))
+    monkeypatch.setattr(eval_run, "build_and_render", lambda stack, target, out, collector, **_: ({}, ComposeProject("p", compose_file)))
     monkeypatch.setattr(eval_run, "down_quietly", lambda project: None)
 
     def failing_start(stack, project):

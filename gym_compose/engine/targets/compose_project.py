@@ -58,6 +58,10 @@ class ComposeProject:
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
     sandbox_backend: str | None = "docker"  # the broker starts sandboxes through the engine's API
 
+    @property
+    def rendered_file(self) -> Path | None:
+        return self.compose_file
+
     def compose_args(self) -> list[str]:
         args = ["compose", "-p", self.name]
         if self.compose_file is not None:
@@ -142,6 +146,10 @@ class ComposeProject:
         if tail is not None:
             args += ["--tail", tail]
         return start_docker([*args, *services], stderr_to=sys.stderr)
+
+    def follow_service_log(self, service: str, out: IO[str]) -> DockerProcess:
+        return start_docker([*self.compose_args(), "logs", "--follow", "--tail", "0", "--no-log-prefix", service],
+                            stdout=out)
 
     def run_one_off(self, service: str, log: IO[str], args: Sequence[str] = ()) -> DockerProcess:
         """Start a one-off run of a profiled service (the collector), output into `log`: the

@@ -3,14 +3,15 @@
 The host-side commands (up, down, ps, logs, `eval run`) drive a stack only through
 `DeployedStack`, so that a target is a module of the engine and nothing else changes:
 
-- `engine.compose.ComposeProject`: Docker Compose, the default and the reference;
-- `engine.local_processes.LocalProcesses`: one local process per server, for tests and
-  benchmarks (no Docker, no isolation, no limits);
-- later, Docker Swarm (the same compose file through `docker stack deploy`) and Kubernetes
-  (manifests rendered from the same plan).
+- `compose_project.ComposeProject`: Docker Compose, the default and the reference;
+- `swarm_stack.SwarmStack`: Docker Swarm (the same compose model through `docker stack deploy`);
+- `local_processes.LocalProcesses`: one local process per server, for tests and benchmarks (no
+  Docker, no isolation, no limits).
 
-Each target has its own renderer from the plan (`gym_compose.plan.planner.Stack`, target-neutral): only
-that renderer knows the target's words (compose keys, manifest fields, process environments).
+Kubernetes is rendered only (manifests from the same plan, applied with kubectl). The targets
+the CLI offers are the rows of `registry.TARGETS`. Each target has its own renderer from the plan
+(`gym_compose.plan.model.Stack`, target-neutral): only that renderer knows the target's words
+(compose keys, manifest fields, process environments).
 The sandbox broker is the one service whose *backend* changes per target (compose: the Docker
 API through the engine's socket; Kubernetes: pods through a namespace-scoped service account);
 `sandbox_backend` names it, or is None where a target runs no sandboxes.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Protocol
 
 from gym_compose.errors import UserError
@@ -136,6 +138,12 @@ class DeployedStack(Protocol):
     @property
     def sandbox_backend(self) -> str | None: ...
 
+    @property
+    def rendered_file(self) -> Path | None:
+        """The file the stack was deployed from (compose.yaml, the swarm's stack.yaml), copied
+        into a run folder; None where there is none."""
+        ...
+
     def up(self, wait_timeout: float, services: Sequence[str] | None = None) -> None:
         """Start every server and wait until all serve; raise StackNotHealthy (with each failing
         service's last words) when one exits during start-up or the wait runs out."""
@@ -143,9 +151,19 @@ class DeployedStack(Protocol):
 
     def ps(self) -> list[ServiceState]: ...
 
+    def quick_states(self) -> list[ServiceState]:
+        """`ps` as cheaply as the target can answer it (compose: one `docker ps`): the table `up`
+        prints, the checks before a run."""
+        ...
+
     def check_stack(self, services: Sequence[str]) -> StackCheck: ...
 
     def follow_logs(self, services: Sequence[str], follow: bool, tail: str | None) -> RunningProcess: ...
+
+    def follow_service_log(self, service: str, out: IO[str]) -> RunningProcess | None:
+        """`service`'s log lines from now on, without prefixes, written to `out` until stopped;
+        None where the target does not follow one service's log (then nothing was started)."""
+        ...
 
     def log_tail(self, service: str) -> list[str]:
         """The service's last log lines, indented for an error message."""

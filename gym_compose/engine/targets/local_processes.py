@@ -290,6 +290,16 @@ class LocalProcesses:
                                        code or 0, one_off=True))
         return states
 
+    @property
+    def rendered_file(self) -> Path | None:
+        return None  # nothing is rendered: the processes are started from the plan
+
+    def quick_states(self) -> list[ServiceState]:
+        return self.ps()
+
+    def follow_service_log(self, service: str, out: IO[str]) -> None:
+        return None
+
     def check_stack(self, services: Sequence[str]) -> StackCheck:
         return check_servers(self.ps(), services)
 

@@ -67,6 +67,10 @@ class SwarmStack:
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
     sandbox_backend: str | None = "docker"  # the broker's node's engine, as under compose
 
+    @property
+    def rendered_file(self) -> Path | None:
+        return self.compose_file
+
     def service_name(self, service: str) -> str:
         return f"{self.name}_{service}"
 
@@ -124,6 +128,12 @@ class SwarmStack:
             job = str(service_row.get("Mode", "")).endswith("job")
             states.setdefault(name, _task_state(self.name, row, str(service_row.get("Ports", "")), job))
         return sorted(states.values(), key=lambda s: (s.one_off, s.service, s.container))
+
+    def quick_states(self) -> list[ServiceState]:
+        return self.ps()
+
+    def follow_service_log(self, service: str, out: IO[str]) -> None:
+        return None  # the service may run on another node; its log is not followed
 
     def check_stack(self, services: Sequence[str]) -> StackCheck:
         states = self.ps()
