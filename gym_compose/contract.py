@@ -1,10 +1,11 @@
 """The names the host and the containers must agree on, in one place.
 
-The host side (plan, render, engine, the commands) writes them into compose files, labels and
-environments; the runtime inside every container (`gym_compose.server`, `gym_compose.collect`)
-reads them. Standard library only: this module ships in the base image, and nothing here may
-import anything. Files that cannot import it (the healthcheck probe, the Dockerfiles, the
-compose templates) repeat a literal, and `tests/unit/test_contract.py` checks each against this.
+The host side (plan, render, engine, the commands) writes them into compose files, manifests,
+labels and environments; the runtime inside every container (`gym_compose.server`,
+`gym_compose.collect`, the sandbox broker and client in `gym_compose.sandbox`) reads them.
+Standard library only: this module ships in the base image, and nothing here may import anything.
+Files that cannot import it (the healthcheck probe, the Dockerfiles, the compose templates) repeat
+a literal, and `tests/unit/test_contract.py` checks each against this.
 """
 
 from __future__ import annotations
@@ -75,3 +76,20 @@ INSTANCE_LABEL = f"{LABEL_PREFIX}.instance"
 RUNTIME_LABEL = f"{LABEL_PREFIX}.runtime"  # lean | nemo_gym: which runtime a server container runs
 IMAGE_LABEL = f"{LABEL_PREFIX}.image"
 CACHE_LABEL = f"{LABEL_PREFIX}.cache"
+
+# --- sandboxes: the broker, the servers that lease from it, the sandboxes it starts -----------
+SANDBOX_BROKER_PORT = 8000  # the broker, inside the project network
+SANDBOX_BROKER_PORT_ENV = "GYM_COMPOSE_SANDBOX_BROKER_PORT"  # the broker: the port it binds
+SANDBOX_POLICY_ENV = "GYM_COMPOSE_SANDBOX_POLICY"  # the broker: the plan's BrokerSettings as JSON
+SANDBOX_BACKEND_ENV = "GYM_COMPOSE_SANDBOX_BACKEND"  # the broker: docker (compose, swarm) | kubernetes
+SANDBOX_OWNERS_ENV = "GYM_COMPOSE_SANDBOX_OWNERS"  # the broker on Kubernetes: JSON server instance -> service
+SANDBOX_BROKER_SECRET = "sandbox_broker_token"  # the broker's secret: the project secret
+SANDBOX_BROKER_ENV = "GYM_COMPOSE_SANDBOX_BROKER"  # a server that leases: the broker's URL
+SANDBOX_TOKEN_FILE_ENV = "GYM_COMPOSE_SANDBOX_TOKEN_FILE"  # a server that leases: its token's file
+SANDBOX_LABEL = f"{LABEL_PREFIX}.sandbox"  # on every sandbox container
+SANDBOX_SERVER_LABEL = f"{LABEL_PREFIX}.sandbox.server"  # the server instance a sandbox serves
+# Kubernetes labels the manifests and the broker's sandbox pods share
+KUBERNETES_PART_OF = "app.kubernetes.io/part-of"
+KUBERNETES_ROLE_LABEL = "gym-compose.io/role"
+KUBERNETES_SANDBOX_OWNER_LABEL = "gym-compose.io/sandbox-owner"  # on a sandbox pod: the server service it serves
+KUBERNETES_SANDBOX_ROLE = "sandbox"

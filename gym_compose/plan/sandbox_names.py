@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gym_compose.contract import SANDBOX_BROKER_PORT as BROKER_PORT
+
+__all__ = ["BROKER_PORT"]  # and below
 BROKER_SERVICE = "sandbox-broker"
-BROKER_PORT = 8000
 
 
 def declares_sandboxes(spec: dict[str, Any]) -> bool:

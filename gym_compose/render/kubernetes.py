@@ -44,27 +44,27 @@ from gym_compose.contract import (
     PROJECT_ENV,
     READY_PATH,
     REPLICA_ADDRESS_ENV,
+    SANDBOX_BACKEND_ENV,
+    SANDBOX_OWNERS_ENV,
     SECRETS_DIR,
     SERVER_UID,
     SESSION_KEY_FILE_ENV,
 )
+from gym_compose.contract import KUBERNETES_PART_OF as PART_OF
+from gym_compose.contract import KUBERNETES_ROLE_LABEL as ROLE_LABEL
+from gym_compose.contract import KUBERNETES_SANDBOX_OWNER_LABEL as SANDBOX_OWNER_LABEL
+from gym_compose.contract import KUBERNETES_SANDBOX_ROLE as SANDBOX_ROLE
 from gym_compose.errors import UserError
 from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
 from gym_compose.plan.service_spec import GpuRequest, Probe
 from gym_compose.render.compose import _start_period_seconds
 from gym_compose.render.templates import load_template
-from gym_compose.sandbox.broker.__main__ import BACKEND_ENV as SANDBOX_BACKEND_ENV
-from gym_compose.sandbox.broker.kubernetes_backend import OWNERS_ENV as SANDBOX_OWNERS_ENV
 
 MANIFESTS_FILE = "stack.yaml"
 SECRETS_FILE = "secrets.yaml"
-PART_OF = "app.kubernetes.io/part-of"
 NAME_LABEL = "app.kubernetes.io/name"
-ROLE_LABEL = "gym-compose.io/role"
 IN_NETWORK_LABEL = "gym-compose.io/network"  # on the project network (compose's `gym`)
 SANDBOX_CLIENT_LABEL = "gym-compose.io/sandbox-client"  # a server that leases sandboxes
-SANDBOX_OWNER_LABEL = "gym-compose.io/sandbox-owner"  # on a sandbox pod: the server service it serves
-SANDBOX_ROLE = "sandbox"
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 RESULTS_SIZE = "1Gi"
 CACHE_SIZE = "100Gi"
@@ -289,8 +289,9 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
         volumes.append({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}})
         mounts.append({"name": "tmp", "mountPath": "/tmp"})
     if leases_sandboxes:
+        from gym_compose.contract import SANDBOX_BROKER_ENV as BROKER_ENV
+        from gym_compose.contract import SANDBOX_TOKEN_FILE_ENV as TOKEN_FILE_ENV
         from gym_compose.plan.sandbox_names import BROKER_PORT, BROKER_SERVICE
-        from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
         from gym_compose.sandbox.tokens import server_secret_name
 
         assert stack.sandboxes is not None
@@ -404,8 +405,9 @@ def _collector_job(stack: Stack, base_image: str) -> dict[str, Any]:
 def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]]:
     """The broker's Deployment and Service, and the only ServiceAccount with rights: pods (and their
     exec, attach, log) in this namespace, nothing else."""
+    from gym_compose.contract import SANDBOX_POLICY_ENV as POLICY_ENV
     from gym_compose.plan.sandbox_names import BROKER_PORT, BROKER_SERVICE
-    from gym_compose.render.sandbox_services import POLICY_ENV, broker_settings
+    from gym_compose.render.sandbox_services import broker_settings
     from gym_compose.sandbox.tokens import BROKER_SECRET
 
     project = stack.project

@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SERVER_USER
+from gym_compose.contract import SANDBOX_BROKER_ENV as BROKER_ENV
+from gym_compose.contract import SANDBOX_POLICY_ENV as POLICY_ENV
+from gym_compose.contract import SANDBOX_TOKEN_FILE_ENV as TOKEN_FILE_ENV
 from gym_compose.plan.sandbox_plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK
-from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
 from gym_compose.sandbox.policy import BrokerSettings
 from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
 
 if TYPE_CHECKING:
     from gym_compose.plan.model import Stack
 
-POLICY_ENV = "GYM_COMPOSE_SANDBOX_POLICY"
 # An internal bridge still gives the host an address on it (the gateway), through which any host
 # service listening on all interfaces would be reachable; with no address on the bridge it is not.
 NO_HOST_ADDRESS = {"com.docker.network.bridge.inhibit_ipv4": "true"}

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import quote, urlsplit
 
 from gym_compose.contract import CONFIG_PATH_ENV
+from gym_compose.contract import SANDBOX_BROKER_ENV as BROKER_ENV
+from gym_compose.contract import SANDBOX_TOKEN_FILE_ENV as TOKEN_FILE_ENV
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER
 from gym_compose.sandbox.types import (
     SandboxCreateError,
@@ -31,8 +33,6 @@ from gym_compose.sandbox.types import (
 if TYPE_CHECKING:
     from gym_compose.net.http_client import HttpClient
 
-BROKER_ENV = "GYM_COMPOSE_SANDBOX_BROKER"
-TOKEN_FILE_ENV = "GYM_COMPOSE_SANDBOX_TOKEN_FILE"
 SERVER_ENV = "GYM_COMPOSE_SANDBOX_SERVER"
 INSTANCE_ENV = CONFIG_PATH_ENV
 PROVIDER_NAME = "gym_compose"

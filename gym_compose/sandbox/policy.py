@@ -10,9 +10,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gym_compose.contract import LABEL_PREFIX, PROJECT_LABEL, ROLE_LABEL
+from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SANDBOX_LABEL
+from gym_compose.contract import SANDBOX_SERVER_LABEL as SERVER_LABEL
 
-__all__ = ["PROJECT_LABEL", "ROLE_LABEL"]  # with the sandbox labels below, what every sandbox carries
+__all__ = ["PROJECT_LABEL", "ROLE_LABEL", "SANDBOX_LABEL", "SERVER_LABEL"]  # what every sandbox carries
 
 NetworkPolicy = Literal["none", "internal", "egress"]
 NETWORK_POLICIES: tuple[str, ...] = ("none", "internal", "egress")
@@ -21,10 +22,6 @@ NETWORK_POLICIES: tuple[str, ...] = ("none", "internal", "egress")
 # may get back after `cap_drop: ALL` (a SWE image that runs apt or chowns files as root needs some).
 ALLOWED_CAPABILITIES = frozenset({"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
                                   "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "AUDIT_WRITE"})
-
-# Sandbox labels (every container the broker makes carries them).
-SANDBOX_LABEL = f"{LABEL_PREFIX}.sandbox"
-SERVER_LABEL = f"{LABEL_PREFIX}.sandbox.server"
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}

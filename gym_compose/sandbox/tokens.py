@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-BROKER_SECRET = "sandbox_broker_token"
+from gym_compose.contract import SANDBOX_BROKER_SECRET as BROKER_SECRET
+
+__all__ = ["BROKER_SECRET"]  # and below
 SERVER_HEADER = "x-gym-sandbox-server"
 GRANT_HEADER = "x-gym-sandbox-grant"
 

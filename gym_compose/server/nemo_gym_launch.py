@@ -29,7 +29,7 @@ from gym_compose.contract import (
     NEMO_GYM_SEARCH_ROOT,
     SERVER_DIR_ENV,
 )
-from gym_compose.sandbox.client import BROKER_ENV
+from gym_compose.contract import SANDBOX_BROKER_ENV as BROKER_ENV
 from gym_compose.sandbox.nemo_gym_routing import route_to_broker
 from gym_compose.server.context import (
     SECRETS_DIR,

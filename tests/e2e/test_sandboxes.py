@@ -316,7 +316,7 @@ def test_an_image_without_python_runs_commands_by_engine_api_exec(tmp_path):
     from gym_compose.engine.images.lean_images import ensure_base_image
     from gym_compose.engine.images.sandbox_images import ensure_default_sandbox_image, ensure_sandbox_build
     from gym_compose.sandbox.broker.channel import FallbackChannel
-    from gym_compose.sandbox.broker.docker_backend import Engine
+    from gym_compose.sandbox.broker.docker_backend import DockerBackend
     from gym_compose.sandbox.broker.pool import SandboxPool
     from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 
@@ -330,7 +330,7 @@ def test_an_image_without_python_runs_commands_by_engine_api_exec(tmp_path):
     policy = SandboxPolicy(server="s", image=image, network="none", memory_bytes=128 << 20)
 
     async def scenario():
-        pool = SandboxPool(Engine(), BrokerSettings(project=f"{PROJECT_PREFIX}-nopython-{tmp_path.name[-6:]}",
+        pool = SandboxPool(DockerBackend(), BrokerSettings(project=f"{PROJECT_PREFIX}-nopython-{tmp_path.name[-6:]}",
                                                     servers={"s": policy}))
         await pool.open()
         try:

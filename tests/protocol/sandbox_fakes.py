@@ -10,12 +10,12 @@ import sys
 import uuid
 from typing import Any, Optional
 
-from gym_compose.sandbox.broker.docker_backend import EngineError, NotFound
+from gym_compose.sandbox.broker.backend import BackendError, NotFound
 
 FRAME = struct.Struct(">BxxxI")
 
 
-class FakeEngine:
+class FakeBackend:
     def __init__(self, cores: int = 2, memory: int = 8 << 30, images: Optional[set[str]] = None):
         self.cores, self.memory = cores, memory
         self.images = images  # None: every image exists
@@ -29,7 +29,7 @@ class FakeEngine:
         self.pulls.append(image)
         await asyncio.sleep(0.05)
         if image not in self.pullable:
-            raise EngineError(f"pull access denied for {image}")
+            raise BackendError(f"pull access denied for {image}")
         progress(f"pulling {image}: done")
         self.images.add(image)
 

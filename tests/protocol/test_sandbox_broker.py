@@ -14,7 +14,7 @@ from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.broker.sandboxes import NoCapacity, Refused, SandboxGone
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import SERVER_HEADER, server_token
-from sandbox_fakes import FakeEngine, run_async
+from sandbox_fakes import FakeBackend, run_async
 
 pytestmark = pytest.mark.protocol
 IMAGE = "gym-compose/sandbox:test"
@@ -26,8 +26,8 @@ def policy(tmp_path, server="coder", **fields) -> SandboxPolicy:
                          memory_bytes=256 << 20, **fields)
 
 
-async def opened(tmp_path, *policies, **settings) -> tuple[SandboxPool, FakeEngine]:
-    engine = FakeEngine()
+async def opened(tmp_path, *policies, **settings) -> tuple[SandboxPool, FakeBackend]:
+    engine = FakeBackend()
     pool = SandboxPool(engine, BrokerSettings(project="t", servers={p.server: p for p in policies}, **settings))
     await pool.open()
     return pool, engine

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import uvicorn
-from sandbox_fakes import FakeEngine, run_async
+from sandbox_fakes import FakeBackend, run_async
 
 from gym_compose.net.web import ErrorBoundary
 from gym_compose.sandbox import (
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.protocol
 SECRET = "client-test-secret"
 
 
-class RecordingEngine(FakeEngine):
+class RecordingEngine(FakeBackend):
     async def info(self):
         self.loop = asyncio.get_running_loop()
         return await super().info()

@@ -14,7 +14,7 @@ from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.broker.sandboxes import Refused, StartFailed
 from gym_compose.sandbox.policy import BrokerSettings, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, sandbox_grant, server_token
-from sandbox_fakes import FakeEngine, run_async
+from sandbox_fakes import FakeBackend, run_async
 
 pytestmark = pytest.mark.protocol
 SECRET = "project-secret"
@@ -31,7 +31,7 @@ def headers(server: str, **extra: str) -> dict[str, str]:
 
 @run_async
 async def test_a_granted_sandbox_is_usable_by_another_server_but_released_only_by_its_owner(tmp_path):
-    engine = FakeEngine()
+    engine = FakeBackend()
     pool = SandboxPool(engine, BrokerSettings(project="t", servers={
         "verifier": policy(tmp_path, "verifier"), "agent": policy(tmp_path, "agent"),
         "stranger": policy(tmp_path, "stranger")}))
@@ -68,7 +68,7 @@ async def test_a_granted_sandbox_is_usable_by_another_server_but_released_only_b
 
 @run_async
 async def test_a_task_image_is_leased_by_its_alias_and_nothing_else_is(tmp_path):
-    engine = FakeEngine()
+    engine = FakeBackend()
     aliases = {"swebench-mini:pager": "gym-compose/swebench-mini:pager-0123456789abcdef"}
     pool = SandboxPool(engine, BrokerSettings(project="t", servers={
         "verifier": policy(tmp_path, "verifier", image_aliases=aliases)}))
@@ -85,7 +85,7 @@ async def test_a_task_image_is_leased_by_its_alias_and_nothing_else_is(tmp_path)
 
 @run_async
 async def test_missing_allowed_images_are_pulled_once_and_a_failed_pull_says_why(tmp_path):
-    engine = FakeEngine(images={"gym-compose/sandbox:test"})
+    engine = FakeBackend(images={"gym-compose/sandbox:test"})
     engine.pullable = {"registry.example/task:a"}
     pool = SandboxPool(engine, BrokerSettings(project="t", servers={
         "verifier": policy(tmp_path, "verifier", allowed_images=["registry.example/task:*"], pull=True),

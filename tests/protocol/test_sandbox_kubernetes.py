@@ -11,8 +11,8 @@ import pytest
 from kube_fake import NAMESPACE, TOKEN, FakeKubernetes
 from sandbox_fakes import run_async
 
-from gym_compose.sandbox.broker.docker_backend import EngineError
-from gym_compose.sandbox.broker.kubernetes_backend import KubernetesEngine
+from gym_compose.sandbox.broker.backend import BackendError
+from gym_compose.sandbox.broker.kubernetes_backend import KubernetesBackend
 from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.broker.pod import WAIT_FOR_ATTACH, pod_manifest
 from gym_compose.sandbox.broker.pool import SandboxPool
@@ -34,8 +34,8 @@ def policy(tmp_path, **fields) -> SandboxPolicy:
                          network_name="p_sandbox", memory_bytes=256 << 20, cpus=0.5, pids=64, **fields)
 
 
-def engine_for(api: FakeKubernetes, token: str = TOKEN) -> KubernetesEngine:
-    return KubernetesEngine(api_url=api.url, namespace=NAMESPACE, token=token, owners={"coder": "coder-svc"})
+def engine_for(api: FakeKubernetes, token: str = TOKEN) -> KubernetesBackend:
+    return KubernetesBackend(api_url=api.url, namespace=NAMESPACE, token=token, owners={"coder": "coder-svc"})
 
 
 def test_the_pod_carries_the_policy_and_the_labels_the_network_policies_select(tmp_path):
@@ -123,5 +123,5 @@ async def test_a_dead_pod_reads_as_an_exited_container_and_a_refusal_says_why(ap
             break
         await asyncio.sleep(0.05)
     assert state["Running"] is False and state["ExitCode"] == -9
-    with pytest.raises(EngineError, match="401 Unauthorized"):
+    with pytest.raises(BackendError, match="401 Unauthorized"):
         await engine_for(api, token="wrong").info()

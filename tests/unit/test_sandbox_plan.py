@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gym_compose.contract import SANDBOX_POLICY_ENV as POLICY_ENV
 from gym_compose.errors import UserError
 from gym_compose.plan.model import StackOptions
 from gym_compose.plan.planner import plan_stack
 from gym_compose.plan.sandbox_plan import BROKER_SERVICE, CONTROL_NETWORK
 from gym_compose.render.compose import RenderOptions, compose_model, write_project
-from gym_compose.render.sandbox_services import POLICY_ENV
 from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.policy import BrokerSettings, LeaseRequest, SandboxPolicy, parse_size, refusal
 from gym_compose.sandbox.tokens import server_token

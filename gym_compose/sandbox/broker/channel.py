@@ -14,9 +14,12 @@ import logging
 import shlex
 import struct
 from collections import deque
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.sandbox.channel_constants import NO_PYTHON_MARKER
+
+if TYPE_CHECKING:
+    from gym_compose.sandbox.broker.backend import AgentStdin, SandboxBackend
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
 DOCKER_HEADER = struct.Struct(">BxxxI")
@@ -44,7 +47,7 @@ def encode_frame(message: dict[str, Any]) -> bytes:
 
 
 class AgentChannel:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str):
+    def __init__(self, reader: asyncio.StreamReader, writer: AgentStdin, name: str):
         self.name = name
         self._reader, self._writer = reader, writer
         self._pending: dict[int, asyncio.Future] = {}
@@ -156,8 +159,8 @@ class AgentChannel:
 class FallbackChannel:
     """Engine API exec per request, for a sandbox whose image has no python3."""
 
-    def __init__(self, engine, container_id: str, name: str, shell: str = "sh"):
-        self.engine, self.container_id, self.name, self.shell = engine, container_id, name, shell
+    def __init__(self, backend: SandboxBackend, container_id: str, name: str, shell: str = "sh"):
+        self.backend, self.container_id, self.name, self.shell = backend, container_id, name, shell
         self.closed = asyncio.Event()
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
@@ -177,10 +180,10 @@ class FallbackChannel:
         pass
 
     async def _run(self, script: str, env: Optional[dict[str, str]] = None, cwd: Optional[str] = None):
-        from gym_compose.sandbox.broker.docker_backend import NotFound
+        from gym_compose.sandbox.broker.backend import NotFound
 
         try:
-            return await self.engine.exec_run(self.container_id, [self.shell, "-c", script], cwd, env or {})
+            return await self.backend.exec_run(self.container_id, [self.shell, "-c", script], cwd, env or {})
         except NotFound:
             self.closed.set()
             raise ChannelClosed(self.name) from None

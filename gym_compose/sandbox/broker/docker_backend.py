@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Callable, Optional, TypeVar
 
+from gym_compose.sandbox.broker.backend import BackendError, NotFound
+
 T = TypeVar("T")
 SOCKET_ENV = "GYM_COMPOSE_DOCKER_SOCKET"
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -18,15 +20,9 @@ ATTACH_READ_LIMIT = 1 << 26
 PULL_PROGRESS_S = 15.0
 
 
-class EngineError(RuntimeError):
-    """The Engine API refused or failed a call; the message is the engine's."""
+class DockerBackend:
+    """The `SandboxBackend` of the compose and swarm targets (backend.py)."""
 
-
-class NotFound(EngineError):
-    pass
-
-
-class Engine:
     def __init__(self, socket_path: Optional[str] = None, workers: int = 8):
         import docker  # only the broker image has the SDK
 
@@ -42,7 +38,7 @@ class Engine:
         except self._docker.errors.NotFound as error:
             raise NotFound(_explain(error)) from None
         except self._docker.errors.APIError as error:
-            raise EngineError(_explain(error)) from None
+            raise BackendError(_explain(error)) from None
 
     async def info(self) -> dict[str, Any]:
         return await self.call(self.api.info)
@@ -96,7 +92,7 @@ class Engine:
             await self.call(self.api.remove_container, container_id, force=True, v=True)
         except NotFound:
             pass
-        except EngineError as error:
+        except BackendError as error:
             if "already in progress" not in str(error):
                 raise
 
@@ -128,7 +124,7 @@ class Engine:
         status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
         if " 101 " not in status_line and " 200 " not in status_line:
             writer.close()
-            raise EngineError(f"attach to {container_id[:12]} failed: {status_line}")
+            raise BackendError(f"attach to {container_id[:12]} failed: {status_line}")
         return reader, writer
 
     def close(self) -> None:

@@ -1,8 +1,9 @@
 """The broker's Kubernetes backend: sandboxes as pods of the broker's own namespace, through the
-Kubernetes API with the broker's service account (the Role render_kubernetes.py grants it: pods,
+Kubernetes API with the broker's service account (the Role render/kubernetes.py grants it: pods,
 and their attach and exec, in this namespace only).
 
-The same calls as engine.Engine, so the pool does not know which it has: REST calls with httpx;
+A `SandboxBackend` (backend.py), like docker_backend.DockerBackend, so the pool does not know which
+it has: REST calls with httpx;
 a sandbox's agent stream through the pod's `attach` subresource, and exec through `exec`, both
 WebSocket streams of the `v4.channel.k8s.io` protocol (each message: one byte naming the stream,
 0 stdin, 1 stdout, 2 stderr, 3 the exit status, then the data). The attach stream is handed to the
@@ -25,7 +26,8 @@ from urllib.parse import urlencode
 
 import httpx
 
-from gym_compose.sandbox.broker.docker_backend import EngineError, NotFound
+from gym_compose.contract import SANDBOX_OWNERS_ENV
+from gym_compose.sandbox.broker.backend import BackendError, NotFound
 from gym_compose.sandbox.broker.pod import (
     CONTAINER,
     PART_OF,
@@ -41,7 +43,6 @@ LOG = logging.getLogger("gym_compose.sandbox.broker")
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 API_ENV = "GYM_COMPOSE_KUBERNETES_API"  # the API server's URL; default: the in-cluster service
 NAMESPACE_ENV = "GYM_COMPOSE_KUBERNETES_NAMESPACE"  # default: the service account's namespace
-OWNERS_ENV = "GYM_COMPOSE_SANDBOX_OWNERS"  # JSON: server instance -> its service (the NetworkPolicies' owner)
 NODE_CPUS_ENV = "GYM_COMPOSE_SANDBOX_NODE_CPUS"  # what a sandbox's cpus are capped by (default: the node's)
 CHANNEL_PROTOCOL = "v4.channel.k8s.io"
 STDIN, STDOUT, STDERR, STATUS = 0, 1, 2, 3
@@ -50,7 +51,7 @@ RUNNING_POLL_S = 0.5
 DOCKER_HEADER_STREAM = {STDOUT: 1, STDERR: 2}
 
 
-class KubernetesEngine:
+class KubernetesBackend:
     def __init__(self, api_url: Optional[str] = None, namespace: Optional[str] = None, token: Optional[str] = None,
                  ca_file: Optional[str] = None, owners: Optional[dict[str, str]] = None):
         in_cluster = os.environ.get("KUBERNETES_SERVICE_HOST")
@@ -58,21 +59,20 @@ class KubernetesEngine:
                        if in_cluster else None)
         self.api_url = (api_url or os.environ.get(API_ENV) or default_url or "").rstrip("/")
         if not self.api_url:
-            raise EngineError(f"no Kubernetes API: not in a pod (no KUBERNETES_SERVICE_HOST) and no {API_ENV}")
+            raise BackendError(f"no Kubernetes API: not in a pod (no KUBERNETES_SERVICE_HOST) and no {API_ENV}")
         self.namespace = namespace or os.environ.get(NAMESPACE_ENV) or _read(SERVICE_ACCOUNT_DIR / "namespace")
         if not self.namespace:
-            raise EngineError(f"no namespace: the service account's namespace file is missing and {NAMESPACE_ENV} "
+            raise BackendError(f"no namespace: the service account's namespace file is missing and {NAMESPACE_ENV} "
                               "is not set")
         self.token = token if token is not None else _read(SERVICE_ACCOUNT_DIR / "token")
         ca = ca_file or (str(SERVICE_ACCOUNT_DIR / "ca.crt") if (SERVICE_ACCOUNT_DIR / "ca.crt").exists() else None)
         self.ssl: Optional[ssl.SSLContext] = None
         if self.api_url.startswith("https://"):
             self.ssl = ssl.create_default_context(cafile=ca)
-        self.owners = owners if owners is not None else json.loads(os.environ.get(OWNERS_ENV) or "{}")
+        self.owners = owners if owners is not None else json.loads(os.environ.get(SANDBOX_OWNERS_ENV) or "{}")
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self.http = httpx.AsyncClient(base_url=self.api_url, headers=headers, timeout=API_TIMEOUT_S,
                                       verify=self.ssl if self.ssl is not None else True)
-        self.socket_path = ""  # the Docker backend's; nothing to check here
         self._attaching: dict[str, StdinWriter] = {}  # attached before start(), as with Docker
 
     # -- REST ------------------------------------------------------------------------------------
@@ -84,11 +84,11 @@ class KubernetesEngine:
         try:
             response = await self.http.request(method, path, **kwargs)
         except httpx.HTTPError as error:
-            raise EngineError(f"Kubernetes API {self.api_url}: {error}") from None
+            raise BackendError(f"Kubernetes API {self.api_url}: {error}") from None
         if response.status_code == 404:
             raise NotFound(_status_message(response))
         if response.status_code >= 400:
-            raise EngineError(f"Kubernetes API {method} {path}: {response.status_code} {_status_message(response)}")
+            raise BackendError(f"Kubernetes API {method} {path}: {response.status_code} {_status_message(response)}")
         return response.json() if response.content else {}
 
     async def info(self) -> dict[str, Any]:
@@ -125,11 +125,11 @@ class KubernetesEngine:
                 return
             if "terminated" in state or pod.get("status", {}).get("phase") in ("Failed", "Succeeded"):
                 self._attaching.pop(container_id, None)
-                raise EngineError(f"sandbox pod {container_id} ended before it ran: {json.dumps(state)}")
+                raise BackendError(f"sandbox pod {container_id} ended before it ran: {json.dumps(state)}")
             waiting = state.get("waiting", {})
             if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName",
                                          "CreateContainerConfigError", "CreateContainerError"):
-                raise EngineError(f"sandbox pod {container_id}: {waiting['reason']}: {waiting.get('message', '')}")
+                raise BackendError(f"sandbox pod {container_id}: {waiting['reason']}: {waiting.get('message', '')}")
             await asyncio.sleep(RUNNING_POLL_S)
 
     async def inspect(self, container_id: str) -> dict[str, Any]:
@@ -175,9 +175,9 @@ class KubernetesEngine:
                                  ssl=self.ssl, max_size=None, open_timeout=API_TIMEOUT_S, ping_interval=None)
         except InvalidStatus as error:
             status = error.response.status_code
-            raise (NotFound if status == 404 else EngineError)(f"{url.split('?')[0]}: HTTP {status}") from None
+            raise (NotFound if status == 404 else BackendError)(f"{url.split('?')[0]}: HTTP {status}") from None
         except (OSError, WebSocketException) as error:
-            raise EngineError(f"{url.split('?')[0]}: {error}") from None
+            raise BackendError(f"{url.split('?')[0]}: {error}") from None
 
     async def attach(self, container_id: str) -> tuple[asyncio.StreamReader, "StdinWriter"]:
         """The container's stdin and its stdout/stderr in Docker's multiplexed format. The stream

@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gym_compose.contract import KUBERNETES_PART_OF as PART_OF
+from gym_compose.contract import KUBERNETES_ROLE_LABEL as ROLE_LABEL
+from gym_compose.contract import KUBERNETES_SANDBOX_OWNER_LABEL as SANDBOX_OWNER_LABEL
+from gym_compose.contract import KUBERNETES_SANDBOX_ROLE as SANDBOX_ROLE
 from gym_compose.sandbox.policy import PROJECT_LABEL, SERVER_LABEL
 
-PART_OF = "app.kubernetes.io/part-of"
-ROLE_LABEL = "gym-compose.io/role"
-SANDBOX_OWNER_LABEL = "gym-compose.io/sandbox-owner"
 SANDBOX_SERVER_ANNOTATION = "gym-compose.io/sandbox-server"
-SANDBOX_ROLE = "sandbox"
 CONTAINER = "sandbox"
 WAIT_FOR_ATTACH = "read -r _ || exit 0; "  # prefixed to the launcher: start once the broker is attached
 

@@ -1,11 +1,12 @@
-"""Live sandboxes: leases, warm pools, the start throttle, the cap on live sandboxes, reaping.
+"""Live sandboxes, from lease to removal: leases, warm pools, starts and pulls, death, reaping.
 
 A lease takes a ready sandbox from its server's warm pool when the request asks for the declared
 image, else starts one (cold). A released sandbox is destroyed, never handed to anyone again.
-Starting is throttled (`max_starting` at once) and every sandbox from its start to its removal
-holds one of `max_live` slots; a lease waits for a slot (evicting idle warm sandboxes first) up
-to its ready timeout. A sandbox whose agent stream ends is dead: its reason (OOM-killed, exited,
-time-to-live) is kept so that later calls get it instead of a bare "not found".
+Who may start and who waits is `admission.Admission` (the `max_live` slots, evicting idle warm
+sandboxes for waiting leases, the `max_starting` throttle); commands and files go through
+`sandbox_io.SandboxIO`; the platform is a `backend.SandboxBackend`. A sandbox whose agent stream
+ends is dead: its reason (OOM-killed, exited, time-to-live) is kept so that later calls get it
+instead of a bare "not found".
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import time
 from collections import OrderedDict, deque
 from typing import Any, Optional
 
+from gym_compose.sandbox.broker.admission import Admission
+from gym_compose.sandbox.broker.backend import BackendError, NotFound, SandboxBackend
 from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
-from gym_compose.sandbox.broker.commands import agent_exec_request, command_timeout, exec_result, user_refusal
 from gym_compose.sandbox.broker.death import death_reason
-from gym_compose.sandbox.broker.docker_backend import Engine, EngineError, NotFound
 from gym_compose.sandbox.broker.launch import container_config, container_name
+from gym_compose.sandbox.broker.sandbox_io import SandboxIO
 from gym_compose.sandbox.broker.sandboxes import (
     BrokerError,
     Limits,
@@ -45,7 +47,6 @@ from gym_compose.sandbox.policy import (
 )
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
-AGENT_GRACE_S = 15.0  # beyond a command's own timeout, before the broker stops waiting for the agent
 REAP_INTERVAL_S = 5.0
 FALLBACK_POLL_S = 2.0
 TOMBSTONES = 10000
@@ -54,22 +55,18 @@ STATS_WINDOW = 1000
 
 
 class SandboxPool:
-    def __init__(self, engine: Engine, settings: BrokerSettings):
-        self.engine, self.settings = engine, settings
-        self.limits = Limits(max_live=1, max_starting=1)
-        self.engine_cpus = 0.0
+    def __init__(self, backend: SandboxBackend, settings: BrokerSettings):
+        self.backend, self.settings = backend, settings
+        self.admission = Admission()
+        self.io = SandboxIO(self._mark_dead)
+        self.node_cpus = 0.0
         self.sandboxes: dict[str, Sandbox] = {}
         self.warm: dict[str, deque[Sandbox]] = {server: deque() for server in settings.servers}
         self.tombstones: OrderedDict[str, str] = OrderedDict()
-        self.live = 0
         self.peak_leased = 0
         self.started_total = 0
         self.leases = {"warm": 0, "cold": 0}
         self.start_times: deque[float] = deque(maxlen=STATS_WINDOW)
-        self._capacity = asyncio.Condition()
-        self._start_slots = asyncio.Semaphore(1)
-        self._waiting_leases = 0
-        self._evicting = 0
         self._tasks: set[asyncio.Task] = set()
         self._launches: set[asyncio.Task] = set()
         self._refilling: set[str] = set()
@@ -79,19 +76,27 @@ class SandboxPool:
         self._present: set[str] = set()  # images known to be on the engine (pulled or found)
         self.pulled: list[dict[str, Any]] = []
 
+    @property
+    def live(self) -> int:
+        return self.admission.live
+
+    @property
+    def limits(self) -> Limits:
+        return self.admission.limits
+
     # -- life cycle ------------------------------------------------------------------------------
 
     async def open(self) -> None:
-        info = await self.engine.info()
-        self.engine_cpus = float(info.get("NCPU") or 1)
-        self.limits = default_limits(self.settings, int(info.get("NCPU") or 1), int(info.get("MemTotal") or 0))
-        self._start_slots = asyncio.Semaphore(self.limits.max_starting)
+        info = await self.backend.info()
+        self.node_cpus = float(info.get("NCPU") or 1)
+        self.admission.set_limits(default_limits(self.settings, int(info.get("NCPU") or 1),
+                                                 int(info.get("MemTotal") or 0)))
         removed = await self.remove_leftovers()
         if removed:
             LOG.warning("removed %d sandboxes left by an earlier broker of project %s", removed, self.settings.project)
         for server, policy in self.settings.servers.items():
             if (policy.network != "none" and policy.network_name
-                    and not await self.engine.network_exists(policy.network_name)):
+                    and not await self.backend.network_exists(policy.network_name)):
                 LOG.error("network %s for %s's sandboxes does not exist", policy.network_name, server)
         LOG.info("sandbox broker of %s ready: max_live %d, max_starting %d, servers %s", self.settings.project,
                  self.limits.max_live, self.limits.max_starting, ", ".join(self.settings.servers) or "-")
@@ -101,8 +106,8 @@ class SandboxPool:
             self._schedule_refill(server)
 
     async def remove_leftovers(self) -> int:
-        found = await self.engine.containers([f"{PROJECT_LABEL}={self.settings.project}", SANDBOX_LABEL])
-        await asyncio.gather(*(self.engine.remove(c["Id"]) for c in found), return_exceptions=True)
+        found = await self.backend.containers([f"{PROJECT_LABEL}={self.settings.project}", SANDBOX_LABEL])
+        await asyncio.gather(*(self.backend.remove(c["Id"]) for c in found), return_exceptions=True)
         return len(found)
 
     async def close(self) -> None:
@@ -136,7 +141,7 @@ class SandboxPool:
         timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
         deadline = time.monotonic() + timeout
         sandbox, warm = None, False
-        self._waiting_leases += 1
+        self.admission.waiting += 1
         try:
             while sandbox is None:
                 if wants_warm:
@@ -147,9 +152,9 @@ class SandboxPool:
                 if self._reserve_now():
                     break
                 self._evict_for_waiters(keep=server if wants_warm else None)
-                await self._wait_for_change(deadline)
+                await self.admission.wait_for_change(deadline)
         finally:
-            self._waiting_leases -= 1
+            self.admission.waiting -= 1
         if sandbox is None:
             sandbox = await self._start(policy, image, deadline, cpus=request.cpu,
                                         memory_bytes=request.memory_mib and request.memory_mib << 20)
@@ -214,45 +219,25 @@ class SandboxPool:
 
     def _reserve_now(self) -> bool:
         """Take one of the max_live slots if one is free (no await: nothing can slip in between)."""
-        if self.live >= self.limits.max_live or self.closing:
-            return False
-        self.live += 1
-        return True
+        return not self.closing and self.admission.reserve_now()
 
     def _evict_for_waiters(self, keep: Optional[str]) -> None:
         """Leases wait for slots held by idle warm sandboxes (of other servers, or any when the waiter
         cannot use them): destroy one such sandbox per waiting lease."""
-        while self._evicting < self._waiting_leases:
+        while self.admission.evicting < self.admission.waiting:
             candidates = [pool[0] for server, pool in self.warm.items() if pool and server != keep]
             if not candidates:
                 return
             victim = min(candidates, key=lambda s: s.started)
             self.warm[victim.server].popleft()
-            self._evicting += 1
+            self.admission.evicting += 1
             self._spawn(self._evict(victim))
-
-    async def _wait_for_change(self, deadline: float) -> None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise NoCapacity(f"no sandbox slot came free within the ready timeout: {self.live} of max_live "
-                             f"{self.limits.max_live} are in use; release sandboxes sooner, lower the parallelism, "
-                             "or raise sandbox.gym_compose.max_live")
-        async with self._capacity:
-            try:
-                await asyncio.wait_for(self._capacity.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
-
-    async def _changed(self) -> None:
-        """A slot came free or a warm sandbox is ready: waiting leases look again."""
-        async with self._capacity:
-            self._capacity.notify_all()
 
     async def _evict(self, sandbox: Sandbox) -> None:
         try:
             await self.destroy(sandbox, "evicted from the warm pool")
         finally:
-            self._evicting -= 1
+            self.admission.evicting -= 1
 
     async def _start(self, policy: SandboxPolicy, image: str, deadline: float,
                      cpus: Optional[float] = None, memory_bytes: Optional[int] = None) -> Sandbox:
@@ -281,32 +266,29 @@ class SandboxPool:
         try:
             if policy.pull:
                 await self._pulled(image, deadline)
-            try:
-                await asyncio.wait_for(self._start_slots.acquire(), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                raise NoCapacity("sandbox starts are throttled and none began within the ready timeout") from None
+            await self.admission.start_slot(deadline)
             began = time.monotonic()  # a start's time is the engine's and the agent's, not the throttle's queue
             try:
-                config = container_config(self.settings.project, policy, image, self.engine_cpus, memory_bytes, cpus)
-                sandbox.container_id = await self.engine.create(config, name)
-                reader, writer = await self.engine.attach(sandbox.container_id)
+                config = container_config(self.settings.project, policy, image, self.node_cpus, memory_bytes, cpus)
+                sandbox.container_id = await self.backend.create(config, name)
+                reader, writer = await self.backend.attach(sandbox.container_id)
                 channel = AgentChannel(reader, writer, name)
                 sandbox.channel = channel
-                await self.engine.start(sandbox.container_id)
+                await self.backend.start(sandbox.container_id)
             finally:
-                self._start_slots.release()
+                self.admission.end_start()
             try:
                 hello = await channel.wait_ready(max(1.0, deadline - time.monotonic()))
                 sandbox.uid = hello.get("uid")
             except NoAgent:
                 LOG.warning("image %s has no python3: sandbox %s runs commands by Engine API exec", image, name)
                 await channel.aclose()
-                sandbox.channel = FallbackChannel(self.engine, sandbox.container_id, name)
+                sandbox.channel = FallbackChannel(self.backend, sandbox.container_id, name)
         except NotFound as error:
             await self.destroy(sandbox, "could not start")
             raise StartFailed(f"cannot start a sandbox of image {image!r}: {error}; build it first "
                               "(gym-compose build builds the images a config declares)") from None
-        except (EngineError, ChannelClosed, asyncio.TimeoutError) as error:
+        except (BackendError, ChannelClosed, asyncio.TimeoutError) as error:
             detail = str(error) or type(error).__name__
             tail = list(sandbox.channel.stderr_tail) if sandbox.channel is not None else []
             await self.destroy(sandbox, "could not start")
@@ -326,7 +308,7 @@ class SandboxPool:
         """Pull an image the engine lacks, once however many leases ask for it at the same time. A
         pull runs on when its lease gives up (the next lease finds the image); it holds the lease's
         live slot, so the sandbox cap bounds the pulls too."""
-        if image in self._present or await self.engine.image_exists(image):
+        if image in self._present or await self.backend.image_exists(image):
             self._present.add(image)
             return
         pull = self._pulls.get(image)
@@ -339,13 +321,13 @@ class SandboxPool:
         except asyncio.TimeoutError:
             raise NoCapacity(f"image {image} is still being pulled after the lease's ready timeout; the pull "
                              "goes on, later leases will find it (raise sandbox_config ready_timeout_s)") from None
-        except EngineError as error:
+        except BackendError as error:
             raise StartFailed(f"cannot pull image {image!r}: {error}") from None
 
     async def _pull(self, image: str) -> None:
         began = time.monotonic()
         LOG.info("pulling %s (not on the engine yet)", image)
-        await self.engine.pull(image, lambda line: LOG.info("%s", line))
+        await self.backend.pull(image, lambda line: LOG.info("%s", line))
         self.pulled.append({"image": image, "seconds": round(time.monotonic() - began, 1)})
         self._present.add(image)
         LOG.info("pulled %s in %.1f s", image, time.monotonic() - began)
@@ -362,7 +344,7 @@ class SandboxPool:
         try:
             while not self.closing and len(self.warm[server]) < policy.warm_pool:
                 # Leases come first: a refill takes a slot only when no lease waits for one.
-                if self._waiting_leases or not self._reserve_now():
+                if self.admission.waiting or not self._reserve_now():
                     return  # a release or the reaper schedules the next refill
                 try:
                     sandbox = await self._start(policy, policy.image, time.monotonic() + policy.ready_timeout_s)
@@ -372,67 +354,20 @@ class SandboxPool:
                     continue
                 sandbox.state = "warm"
                 self.warm[server].append(sandbox)
-                await self._changed()
+                await self.admission.changed()
         finally:
             self._refilling.discard(server)
 
     # -- commands and files ----------------------------------------------------------------------
 
     async def exec(self, sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
-        refused = user_refusal(sandbox, request)
-        if refused is not None:
-            return refused
-        timeout = command_timeout(sandbox, request)
-        answer = await self._call(sandbox, "exec", timeout + AGENT_GRACE_S if timeout else None,
-                                  **agent_exec_request(sandbox, request))
-        return exec_result(sandbox, request, answer)
+        return await self.io.exec(sandbox, request)
 
     async def write_file(self, sandbox: Sandbox, path: str, data: bytes, mode: Optional[int], chunk: int) -> int:
-        import base64
-
-        size = 0
-        for offset in range(0, max(len(data), 1), chunk):
-            answer = await self._call(sandbox, "write", 120.0, path=self._absolute(sandbox, path),
-                                      data=base64.b64encode(data[offset:offset + chunk]).decode(),
-                                      append=offset > 0, mode=mode)
-            if not answer.get("ok"):
-                raise Refused(f"cannot write {path}: {answer.get('error')}")
-            size = answer.get("size", 0)
-        return size
+        return await self.io.write_file(sandbox, path, data, mode, chunk)
 
     async def read_file(self, sandbox: Sandbox, path: str, chunk: int, limit: int) -> bytes:
-        import base64
-
-        parts, offset = [], 0
-        while True:
-            answer = await self._call(sandbox, "read", 120.0, path=self._absolute(sandbox, path), offset=offset,
-                                      length=chunk)
-            if not answer.get("ok"):
-                raise UnknownSandbox(f"cannot read {path}: {answer.get('error')}")
-            data = base64.b64decode(answer.get("data") or "")
-            parts.append(data)
-            offset += len(data)
-            if offset > limit:
-                raise Refused(f"{path} is larger than the download limit ({limit} bytes)")
-            if answer.get("eof") or not data:
-                return b"".join(parts)
-
-    @staticmethod
-    def _absolute(sandbox: Sandbox, path: str) -> str:
-        return path if path.startswith("/") else f"{sandbox.workdir.rstrip('/')}/{path}"
-
-    async def _call(self, sandbox: Sandbox, op: str, timeout: Optional[float], **fields: Any) -> dict[str, Any]:
-        sandbox.busy += 1
-        sandbox.last_used = time.monotonic()
-        try:
-            return await sandbox.channel.request(op, timeout, **fields)
-        except ChannelClosed:
-            raise SandboxGone(await self._mark_dead(sandbox)) from None
-        except asyncio.TimeoutError:
-            raise SandboxGone(await self._mark_dead(sandbox, "sandbox agent stopped answering")) from None
-        finally:
-            sandbox.busy -= 1
-            sandbox.last_used = time.monotonic()
+        return await self.io.read_file(sandbox, path, chunk, limit)
 
     # -- death, reaping, removal -----------------------------------------------------------------
 
@@ -442,7 +377,7 @@ class SandboxPool:
             while sandbox.state != "removing":
                 await asyncio.sleep(FALLBACK_POLL_S)
                 try:
-                    running = (await self.engine.inspect(sandbox.container_id))["State"].get("Running")
+                    running = (await self.backend.inspect(sandbox.container_id))["State"].get("Running")
                 except NotFound:
                     running = False
                 if not running:
@@ -461,7 +396,7 @@ class SandboxPool:
         return await asyncio.shield(sandbox.dying)
 
     async def _bury_dead(self, sandbox: Sandbox, reason: Optional[str]) -> str:
-        reason = reason or await death_reason(self.engine, sandbox)
+        reason = reason or await death_reason(self.backend, sandbox)
         self._bury(sandbox.id, reason)
         LOG.warning("sandbox %s of %s is dead: %s", sandbox.id, sandbox.server, reason)
         pool = self.warm.get(sandbox.server)
@@ -487,13 +422,12 @@ class SandboxPool:
             if sandbox.channel is not None:
                 await sandbox.channel.aclose()
             if sandbox.container_id:
-                await self.engine.remove(sandbox.container_id)
+                await self.backend.remove(sandbox.container_id)
         except Exception:  # noqa: BLE001 - `down` removes what is left by label
             LOG.exception("removing sandbox %s failed", sandbox.id)
         finally:
             self.sandboxes.pop(sandbox.id, None)
-            self.live -= 1
-            await self._changed()
+            await self.admission.give_back()
             if not self.closing:
                 self._schedule_refill(sandbox.server)
 

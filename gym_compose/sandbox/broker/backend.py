@@ -1,0 +1,78 @@
+"""What the sandbox pool asks of the platform its sandboxes run on: `SandboxBackend`, and its errors.
+
+Two backends implement it: `docker_backend.DockerBackend` (the Engine API through the node's
+socket: the compose and swarm targets) and `kubernetes_backend.KubernetesBackend` (pods of the
+broker's namespace through the Kubernetes API). A sandbox's body is the Engine API's
+(`launch.container_config`), which the Kubernetes backend maps to a pod; the pool, the channels
+and the death report see only this protocol. The broker's main picks one by
+`contract.SANDBOX_BACKEND_ENV`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Optional, Protocol
+
+
+class BackendError(RuntimeError):
+    """The platform refused or failed a call; the message is the platform's."""
+
+
+class NotFound(BackendError):
+    pass
+
+
+class AgentStdin(Protocol):
+    """The write side of a sandbox's attach stream (asyncio's StreamWriter, or the Kubernetes
+    backend's WebSocket stand-in)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def is_closing(self) -> bool: ...
+
+    async def wait_closed(self) -> None: ...
+
+
+class SandboxBackend(Protocol):
+    async def info(self) -> dict[str, Any]:
+        """`NCPU` and `MemTotal` of what the sandboxes share (the engine's host, the node)."""
+        ...
+
+    async def image_exists(self, image: str) -> bool: ...
+
+    async def pull(self, image: str, progress: Callable[[str], None]) -> None: ...
+
+    async def network_exists(self, name: str) -> bool: ...
+
+    async def create(self, config: dict[str, Any], name: str) -> str:
+        """A sandbox from an Engine API container body, not started yet; returns its id."""
+        ...
+
+    async def attach(self, container_id: str) -> tuple[asyncio.StreamReader, AgentStdin]:
+        """The sandbox's stdin and its stdout/stderr as Docker multiplexes them (8-byte headers)."""
+        ...
+
+    async def start(self, container_id: str) -> None: ...
+
+    async def inspect(self, container_id: str) -> dict[str, Any]:
+        """Engine API shape: `State` with `Running`, `OOMKilled`, `ExitCode`."""
+        ...
+
+    async def exec_run(self, container_id: str, argv: list[str], workdir: Optional[str],
+                       environment: dict[str, str]) -> tuple[int, bytes, bytes]:
+        """One command, for a sandbox whose image has no python3: exit code, stdout, stderr."""
+        ...
+
+    async def remove(self, container_id: str) -> None:
+        """Remove it, running or not; a sandbox already gone is not an error."""
+        ...
+
+    async def containers(self, labels: list[str]) -> list[dict[str, Any]]:
+        """The sandboxes carrying every label (`KEY=VALUE` or `KEY`), as `{"Id": ...}` rows."""
+        ...
+
+    def close(self) -> None: ...
