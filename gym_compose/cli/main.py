@@ -22,7 +22,7 @@ from gym_compose.cli.shared_options import (
     with_config,
     with_stack,
 )
-from gym_compose.errors import UserError
+from gym_compose.errors import GymComposeError, UserError
 from gym_compose.paths import require_project_files
 
 HELP = """Run NeMo Gym-style RL environments and benchmarks as a docker-compose project.
@@ -307,7 +307,7 @@ def main() -> None:
     try:
         require_project_files()
         code = app(standalone_mode=False, prog_name="gym-compose")
-    except UserError as error:
+    except GymComposeError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
     except OSError as error:  # a file we could not read or write: say which, no traceback

@@ -1,6 +1,6 @@
 """The one place that runs the `docker` CLI: every call has a timeout, idempotent calls retry.
 
-Failures become `UserError`s that say what to do; callers that expect a command to fail (an
+Failures become `EngineFailure`s (errors.py) that say what to do; callers that expect a command to fail (an
 inspect of a missing image, a pull with no registry) pass `check=False` and read the result.
 Long-running commands (`logs --follow`, a one-off `compose run`) are started with
 `start_docker`, whose `DockerProcess` explains the same failures once it has exited.
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from gym_compose.errors import UserError
+from gym_compose.errors import EngineFailure
 
 DOCKER = "docker"
 RETRY_DELAYS_S = (1.0, 3.0, 9.0)
@@ -46,7 +46,11 @@ class DockerResult:
         return self.returncode == 0
 
 
-class DockerCommandError(UserError):
+class DockerUnavailable(EngineFailure):
+    """The engine cannot be used at all: no `docker` CLI, the daemon down, no permission."""
+
+
+class DockerCommandError(EngineFailure):
     """`docker ...` exited non-zero; `result` holds its output."""
 
     def __init__(self, result: DockerResult, hint: str | None = None):
@@ -71,7 +75,7 @@ def describe(args: Sequence[str]) -> str:
     return " ".join(words)
 
 
-class DockerTimeout(UserError):
+class DockerTimeout(EngineFailure):
     def __init__(self, args: Sequence[str], timeout: float):
         super().__init__(
             f"`{describe(args)}` did not finish within {timeout:.0f} s.",
@@ -159,8 +163,8 @@ def _run_streaming(
     return DockerResult(tuple(command[1:]), returncode, "\n".join(lines), "")
 
 
-def _docker_missing() -> UserError:
-    return UserError(
+def _docker_missing() -> DockerUnavailable:
+    return DockerUnavailable(
         "The `docker` command was not found.",
         hint="install Docker Engine (https://docs.docker.com/engine/install/) and put `docker` on PATH",
     )
@@ -301,12 +305,12 @@ def _raise_if_engine_unusable(result: DockerResult) -> None:
         return
     output = result.stderr + result.stdout
     if _PERMISSION.search(output):
-        raise UserError(
+        raise DockerUnavailable(
             "Permission denied talking to the Docker engine.",
             hint="add your user to the `docker` group (then log in again) or run with sudo",
         )
     if _DAEMON_DOWN.search(output):
-        raise UserError(
+        raise DockerUnavailable(
             "The Docker engine is not running.",
             hint="start it (`sudo systemctl start docker`) and check with `docker info`",
         )

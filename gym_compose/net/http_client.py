@@ -17,13 +17,51 @@ from typing import Any, Optional
 import httptools
 import orjson
 
+MAX_MESSAGE_CHARS = 2000
 
-class PeerConnectError(ConnectionError):
+
+class PeerError(Exception):
+    """A call to another server failed: it could not be reached (PeerConnectError), did not answer
+    in time (PeerTimeout), or answered an error status (PeerStatusError). The family of every
+    server-to-server call; the servers' HTTP border (net/web.py) answers for it."""
+
+
+class PeerConnectError(PeerError, ConnectionError):
     """The peer did not accept a connection (safe to retry: nothing was sent)."""
 
 
-class PeerTimeout(TimeoutError):
+class PeerTimeout(PeerError, TimeoutError):
     pass
+
+
+class PeerStatusError(PeerError):
+    """A peer answered with an error status; `status` and `body` say what it was, and `cause`
+    (type, error, server) where the error started, when the body carries it."""
+
+    def __init__(self, server_name: str, path: str, status: int, body: bytes):
+        self.server_name, self.path, self.status, self.body = server_name, path, status, body
+        self.cause = error_cause(body, server_name)
+        if self.cause is not None:
+            detail = f"{self.cause['type']}: {self.cause['error']}"
+        else:
+            detail = body[:MAX_MESSAGE_CHARS].decode("utf-8", "replace")
+        super().__init__(f"{server_name}{path} answered HTTP {status}: {detail}")
+
+
+def error_cause(body: bytes, server_name: str) -> Optional[dict[str, Any]]:
+    """The innermost {type, error, server, path} of an error body, if it is one of ours."""
+    try:
+        answer = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    if isinstance(answer.get("cause"), dict):
+        return answer["cause"]
+    if isinstance(answer.get("error"), str):
+        return {"type": str(answer.get("type") or "ServerError"), "error": answer["error"][:MAX_MESSAGE_CHARS],
+                "server": answer.get("server") or server_name, "path": answer.get("path")}
+    return None
 
 
 # A reused keep-alive connection that the peer closes within this long of the request being

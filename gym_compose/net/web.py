@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 from gym_compose.contract import READY_PATH
+from gym_compose.net.http_client import PeerStatusError
 
 __all__ = ["READY_PATH"]  # and the helpers below
 
@@ -77,13 +78,12 @@ def bad_request_body(error: Exception) -> dict[str, Any]:
 
 def server_error_body(error: Exception, server_name: str, path: Optional[str]) -> dict[str, Any]:
     """The one 500 body every server answers for an uncaught error. An error that came from a
-    peer's error answer (PeerError) carries the peer's `cause` on, so the caller at the end of the
-    chain reads where it started: `{type, error, server, path}` of the first server that failed."""
+    peer's error answer (PeerStatusError) carries the peer's `cause` on, so the caller at the end of
+    the chain reads where it started: `{type, error, server, path}` of the first server that failed."""
     body: dict[str, Any] = {"error": str(error) or type(error).__name__, "type": type(error).__name__,
                             "server": server_name, "path": path}
-    cause = getattr(error, "cause", None)
-    if isinstance(cause, dict):
-        body["cause"] = cause
+    if isinstance(error, PeerStatusError) and error.cause is not None:
+        body["cause"] = error.cause
     return body
 
 

@@ -14,7 +14,7 @@ from gym_compose import __version__
 from gym_compose.config import redact
 from gym_compose.config.redact import MASK, is_secret_key
 from gym_compose.engine.images.lean_images import image_digest
-from gym_compose.errors import UserError
+from gym_compose.errors import GymComposeError
 
 MANIFEST_FILE = "manifest.json"
 COMPOSE_COPY = "compose.yaml"
@@ -57,7 +57,7 @@ class EngineFacts:
         for tag in sorted(set(self._images.values())):  # several services share one image
             try:
                 ids[tag] = image_digest(tag)
-            except UserError:
+            except GymComposeError:
                 ids[tag] = None
         digests = {service: {"image": tag, "id": ids[tag]} for service, tag in sorted(self._images.items())}
         if not self._with_engine:

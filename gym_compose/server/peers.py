@@ -13,45 +13,22 @@ import asyncio
 import time
 from typing import Any, Optional
 
-import orjson
-
 from gym_compose.contract import TIME_LEFT_HEADER
-from gym_compose.net.http_client import HttpClient, HttpResponse, PeerConnectError, PeerTimeout
+from gym_compose.net.http_client import (
+    HttpClient,
+    HttpResponse,
+    PeerConnectError,
+    PeerError,
+    PeerStatusError,
+    PeerTimeout,
+    error_cause,
+)
 from gym_compose.server.context import instance_address
 from gym_compose.server.time_budget import call_timeout
 
+__all__ = ["PeerError", "PeerStatusError", "error_cause"]  # the peer family (net/http_client.py), and below
+
 DEFAULT_CONNECT_RETRY_SECONDS = 5.0
-MAX_MESSAGE_CHARS = 2000
-
-
-class PeerError(RuntimeError):
-    """A peer answered with an error status; `status` and `body` say what it was, and `cause`
-    (type, error, server) where the error started, when the body carries it."""
-
-    def __init__(self, server_name: str, path: str, status: int, body: bytes):
-        self.server_name, self.path, self.status, self.body = server_name, path, status, body
-        self.cause = error_cause(body, server_name)
-        if self.cause is not None:
-            detail = f"{self.cause['type']}: {self.cause['error']}"
-        else:
-            detail = body[:MAX_MESSAGE_CHARS].decode("utf-8", "replace")
-        super().__init__(f"{server_name}{path} answered HTTP {status}: {detail}")
-
-
-def error_cause(body: bytes, server_name: str) -> Optional[dict[str, Any]]:
-    """The innermost {type, error, server, path} of an error body, if it is one of ours."""
-    try:
-        answer = orjson.loads(body) if body else None
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(answer, dict):
-        return None
-    if isinstance(answer.get("cause"), dict):
-        return answer["cause"]
-    if isinstance(answer.get("error"), str):
-        return {"type": str(answer.get("type") or "ServerError"), "error": answer["error"][:MAX_MESSAGE_CHARS],
-                "server": answer.get("server") or server_name, "path": answer.get("path")}
-    return None
 
 
 class PeerClient:
@@ -111,10 +88,10 @@ class PeerClient:
         return await self.request(server_name, path, "GET", **kwargs)
 
     async def post_json(self, server_name: str, path: str, **kwargs) -> tuple[Any, HttpResponse]:
-        """POST and decode a JSON answer; an error status raises PeerError naming the peer."""
+        """POST and decode a JSON answer; an error status raises PeerStatusError naming the peer."""
         response = await self.post(server_name, path, **kwargs)
         if not response.ok:
-            raise PeerError(server_name, path, response.status, response.body)
+            raise PeerStatusError(server_name, path, response.status, response.body)
         return response.json(), response
 
     async def aclose(self) -> None:

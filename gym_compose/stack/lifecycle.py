@@ -20,7 +20,7 @@ from gym_compose.engine.images.build import build_stack_images
 from gym_compose.engine.targets.compose_project import ensure_volume, labelled_projects
 from gym_compose.engine.targets.deployed_stack import DeployedStack
 from gym_compose.engine.targets.registry import TargetOptions, target_named
-from gym_compose.errors import UserError
+from gym_compose.errors import GymComposeError, UserError
 from gym_compose.plan.model import CollectorRun, Stack, StackOptions
 from gym_compose.plan.planner import plan_stack
 from gym_compose.render.compose import wait_timeout_seconds
@@ -162,7 +162,7 @@ def down_all_command(match: str | None = None) -> None:
     for name in names:
         try:
             down_command(name)
-        except UserError as error:
+        except GymComposeError as error:
             say(f"error: {error}")
             failed.append(name)
     if failed:

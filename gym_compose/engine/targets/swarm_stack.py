@@ -30,7 +30,7 @@ from gym_compose.engine.targets.deployed_stack import (
     StackNotHealthy,
     check_servers,
 )
-from gym_compose.errors import UserError
+from gym_compose.errors import EngineFailure, UserError
 
 STACK_LABEL = "com.docker.stack.namespace"
 WAIT_POLL_SECONDS = 1.0
@@ -51,9 +51,9 @@ def swarm_state() -> str:
 def require_swarm() -> None:
     state = swarm_state()
     if state != "active":
-        raise UserError(f"this Docker engine is not a swarm manager (swarm state: {state or 'unknown'})",
-                        hint="make it one with `docker swarm init --advertise-addr 127.0.0.1` (compose projects "
-                        "keep working), or join it to a swarm as a manager")
+        raise EngineFailure(f"this Docker engine is not a swarm manager (swarm state: {state or 'unknown'})",
+                            hint="make it one with `docker swarm init --advertise-addr 127.0.0.1` (compose "
+                            "projects keep working), or join it to a swarm as a manager")
 
 
 def node_id() -> str:
@@ -200,7 +200,7 @@ class SwarmStack:
         self.remove_one_off(service)  # a finished one left behind (no collector runs: the caller checked)
         result = run_docker([*create, spec["image"], *command], timeout=120, check=False)
         if not result.ok:
-            raise UserError(f"the collector service could not be created:\n{indented_tail(result.stderr, 10)}")
+            raise EngineFailure(f"the collector service could not be created:\n{indented_tail(result.stderr, 10)}")
         logs = start_docker(["service", "logs", "--follow", "--raw", self.service_name(service)], stdout=log,
                             stderr_to=log)
         return SwarmJob(self, service, logs)
@@ -256,9 +256,10 @@ class SwarmStack:
             self.clock.sleep(WAIT_POLL_SECONDS)
             after = self.leftovers()
         if after:
-            raise UserError(f"stack {self.name!r} is not fully removed; still there: {after.describe()}"
-                            + (f"\n{indented_tail(said.stderr, 5)}" if not said.ok else ""),
-                            hint=f"see `docker stack ps {self.name}`, then run `gym-compose down -p {self.name}` again")
+            raise EngineFailure(f"stack {self.name!r} is not fully removed; still there: {after.describe()}"
+                                + (f"\n{indented_tail(said.stderr, 5)}" if not said.ok else ""),
+                                hint=f"see `docker stack ps {self.name}`, then run `gym-compose down -p {self.name}` "
+                                "again")
         return before
 
 

@@ -33,8 +33,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gym_compose.net.web import READY_PATH, json_response, read_json_object, validation_error_response
+from gym_compose.sandbox.broker.errors import BrokerError, SandboxGone, Unauthorized
 from gym_compose.sandbox.broker.pool import SandboxPool
-from gym_compose.sandbox.broker.sandboxes import BrokerError, SandboxGone
 from gym_compose.sandbox.policy import ExecRequest, LeaseRequest
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, grant_matches, sandbox_grant, token_matches
 
@@ -42,10 +42,6 @@ LOG = logging.getLogger("gym_compose.sandbox.broker")
 FILE_CHUNK = 4 << 20
 MAX_FILE_BYTES = 128 << 20  # one upload or download (the broker holds it in memory)
 ADMIN = "*"
-
-
-class Unauthorized(Exception):
-    pass
 
 
 def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
@@ -65,9 +61,6 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
             try:
                 server = caller(request)
                 return await handler(request, server)
-            except Unauthorized:
-                return json_response({"error": "missing or wrong sandbox token (header Authorization: Bearer <token> "
-                                               f"and {SERVER_HEADER}: <instance>)"}, 401)
             except ValidationError as error:
                 return validation_error_response(error)
             except SandboxGone as error:

@@ -1,25 +1,17 @@
-"""What the sandbox pool asks of the platform its sandboxes run on: `SandboxBackend`, and its errors.
+"""What the sandbox pool asks of the platform its sandboxes run on: `SandboxBackend`.
 
 Two backends implement it: `docker_backend.DockerBackend` (the Engine API through the node's
 socket: the compose and swarm targets) and `kubernetes_backend.KubernetesBackend` (pods of the
 broker's namespace through the Kubernetes API). A sandbox's body is the Engine API's
 (`launch.container_config`), which the Kubernetes backend maps to a pod; the pool, the channels
 and the death report see only this protocol. The broker's main picks one by
-`contract.SANDBOX_BACKEND_ENV`.
+`contract.SANDBOX_BACKEND_ENV`. What a backend raises is `errors.BackendError` (`NotFound`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, Callable, Optional, Protocol
-
-
-class BackendError(RuntimeError):
-    """The platform refused or failed a call; the message is the platform's."""
-
-
-class NotFound(BackendError):
-    pass
 
 
 class AgentStdin(Protocol):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gym_compose.sandbox.broker.backend import BackendError, NotFound, SandboxBackend
+from gym_compose.sandbox.broker.backend import SandboxBackend
+from gym_compose.sandbox.broker.errors import BackendError, NotFound
 from gym_compose.sandbox.broker.sandboxes import Sandbox, oom_reason
 
 EXIT_SETTLE_POLLS, EXIT_SETTLE_POLL_S = 20, 0.1

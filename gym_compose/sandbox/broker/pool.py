@@ -20,22 +20,22 @@ from collections import OrderedDict, deque
 from typing import Any, Optional
 
 from gym_compose.sandbox.broker.admission import Admission
-from gym_compose.sandbox.broker.backend import BackendError, NotFound, SandboxBackend
+from gym_compose.sandbox.broker.backend import SandboxBackend
 from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
 from gym_compose.sandbox.broker.death import death_reason
-from gym_compose.sandbox.broker.launch import container_config, container_name
-from gym_compose.sandbox.broker.sandbox_io import SandboxIO
-from gym_compose.sandbox.broker.sandboxes import (
+from gym_compose.sandbox.broker.errors import (
+    BackendError,
     BrokerError,
-    Limits,
     NoCapacity,
+    NotFound,
     Refused,
-    Sandbox,
     SandboxGone,
     StartFailed,
     UnknownSandbox,
-    default_limits,
 )
+from gym_compose.sandbox.broker.launch import container_config, container_name
+from gym_compose.sandbox.broker.sandbox_io import SandboxIO
+from gym_compose.sandbox.broker.sandboxes import Limits, Sandbox, default_limits
 from gym_compose.sandbox.policy import (
     PROJECT_LABEL,
     SANDBOX_LABEL,

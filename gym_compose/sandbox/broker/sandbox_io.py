@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 from gym_compose.sandbox.broker.channel import ChannelClosed
 from gym_compose.sandbox.broker.commands import agent_exec_request, command_timeout, exec_result, user_refusal
-from gym_compose.sandbox.broker.sandboxes import Refused, Sandbox, SandboxGone, UnknownSandbox
+from gym_compose.sandbox.broker.errors import Refused, SandboxGone, UnknownSandbox
+from gym_compose.sandbox.broker.sandboxes import Sandbox
 from gym_compose.sandbox.policy import ExecRequest
 
 AGENT_GRACE_S = 15.0  # beyond a command's own timeout, before the broker stops waiting for the agent

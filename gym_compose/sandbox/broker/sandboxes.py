@@ -1,5 +1,4 @@
-"""A sandbox as the broker tracks it, the broker's errors (each with its HTTP status), and the
-limits on live and starting sandboxes."""
+"""A sandbox as the broker tracks it, and the limits on live and starting sandboxes."""
 
 from __future__ import annotations
 
@@ -12,30 +11,6 @@ from gym_compose.sandbox.policy import BrokerSettings, SandboxPolicy
 
 MEMORY_SHARE = 0.75  # of the engine's memory that sandbox limits may add up to
 SANDBOXES_PER_CORE = 16
-
-
-class BrokerError(Exception):
-    status = 500
-
-
-class Refused(BrokerError):
-    status = 403
-
-
-class UnknownSandbox(BrokerError):
-    status = 404
-
-
-class SandboxGone(BrokerError):
-    status = 410
-
-
-class NoCapacity(BrokerError):
-    status = 503
-
-
-class StartFailed(BrokerError):
-    status = 502
 
 
 @dataclass(frozen=True)
@@ -81,8 +56,6 @@ class Sandbox:
                 "created_at": self.created_at, "age_s": round(time.monotonic() - self.started, 3),
                 "session": self.metadata.get("session"), "metadata": self.metadata, "workdir": self.workdir,
                 "memory": self.policy.memory}
-
-
 
 
 def oom_reason(policy: SandboxPolicy) -> str:

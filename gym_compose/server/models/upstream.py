@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import orjson
 from pydantic import BaseModel, Field
 
-from gym_compose.net.http_client import HttpClient, PeerConnectError, PeerTimeout
+from gym_compose.net.http_client import HttpClient, PeerConnectError, PeerError, PeerTimeout
 
 if TYPE_CHECKING:
     import httpx
@@ -53,8 +53,9 @@ class UpstreamCallConfig(BaseModel):
     max_concurrent_requests: int = Field(256, ge=1)
 
 
-class UpstreamError(Exception):
-    """The call failed for good. `status` is what the model server answers its caller."""
+class UpstreamError(PeerError):
+    """The call to the upstream model endpoint failed for good (the peer family's member for
+    endpoints outside the project). `status` is what the model server answers its caller."""
 
     def __init__(self, message: str, status: int = 502, upstream_status: Optional[int] = None,
                  body: bytes = b""):
