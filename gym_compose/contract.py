@@ -37,7 +37,7 @@ SERVER_TYPES: tuple[str, ...] = (RESOURCES_SERVERS, AGENTS, MODELS, ENVIRONMENT_
 
 HEAD_INSTANCE = "head_server"  # the head's key in the config (NeMo Gym's name)
 HEAD_ROLE = "head"
-ENGINE_ROLE = "engine"  # an inference engine from its own image (vLLM)
+INFERENCE_ROLE = "engine"  # an inference server from its own image (vLLM); the role keeps its name in files
 COLLECTOR_ROLE = "collector"
 ROLE_BY_SERVER_TYPE: dict[str, str] = {
     ENVIRONMENT_SERVERS: "environment",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["collect", "CollectOptions", "CollectResult", "read_progress"]
 
 # Resolved on first use: the host imports the light submodules (jsonl, progress, rows) without
-# the collector's asyncio client stack (~0.1 s).
+# the collector's asyncio client stack (docs/performance.md).
 _HOMES = {"collect": "collector", "CollectOptions": "options", "CollectResult": "options", "read_progress": "progress"}
 
 

@@ -25,7 +25,7 @@ class Override:
 
 
 def parse_overrides(texts: list[str]) -> list[Override]:
-    if not texts:  # Hydra's parser costs ~0.15 s of import
+    if not texts:  # Hydra's parser is costly to import (docs/performance.md)
         return []
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException

@@ -58,7 +58,7 @@ def validation_error_body(error: ValidationError, location: tuple = ("body",)) -
 
 def is_validation_error(error: BaseException) -> bool:
     """A pydantic ValidationError, without importing pydantic: the head has no pydantic model, and
-    pydantic is ~0.1 s of its start. An error of that type exists only once pydantic is loaded."""
+    pydantic's import is a cost (docs/performance.md). An error of that type exists only once pydantic is loaded."""
     core = sys.modules.get("pydantic_core")
     return core is not None and isinstance(error, core.ValidationError)
 
@@ -182,7 +182,7 @@ def resume_gc() -> None:
 def _may_serve_websockets(app: Any) -> bool:
     """Whether the app (under the runtime's own wrappers) has a websocket route or anything it
     cannot see into. Without one uvicorn is told `ws="none"` and does not import its websockets
-    protocol and the websockets package (~20 modules, ~0.03 s of every server's start)."""
+    protocol and the websockets package (docs/performance.md)."""
     from starlette.routing import Mount, Route, WebSocketRoute
 
     for _ in range(16):  # ServerApp -> ErrorBoundary -> the app a server class built

@@ -1,4 +1,4 @@
-"""Inference engines as services of the stack, and GPU reservations (pure: no Docker, no files).
+"""Inference servers (vLLM) as services of the stack, and GPU reservations (pure: no Docker, no files).
 
 `local_vllm_model` (NeMo Gym's name: a model server that starts vLLM itself) becomes two services:
 `<instance>-vllm`, the vLLM OpenAI-compatible server from a public image with the GPUs reserved
@@ -17,7 +17,7 @@ from gym_compose.contract import CACHE_LABEL
 from gym_compose.errors import UserError
 from gym_compose.plan.service_spec import GpuRequest, Mount, Probe, parse_gpus
 
-__all__ = ["CACHE_LABEL", "EngineService", "engine_base_url", "local_vllm_engine"]
+__all__ = ["CACHE_LABEL", "InferenceServer", "inference_base_url", "local_vllm_server"]
 
 LOCAL_VLLM = "local_vllm_model"
 DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
@@ -30,8 +30,8 @@ _PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parall
 
 
 @dataclass
-class EngineService:
-    """An inference engine from its own image, in the plan's words."""
+class InferenceServer:
+    """An inference server from its own image, in the plan's words."""
 
     name: str
     image: str
@@ -65,8 +65,8 @@ def serve_arguments(kwargs: dict[str, Any], where: str) -> list[str]:
     return arguments
 
 
-def local_vllm_engine(instance_name: str, service_name: str, spec: dict[str, Any], start_period_s: int
-                      ) -> EngineService:
+def local_vllm_server(instance_name: str, service_name: str, spec: dict[str, Any], start_period_s: int
+                      ) -> InferenceServer:
     """The vLLM service for a local_vllm_model instance (its spec is read, not changed)."""
     where = f"{instance_name}.responses_api_models.{LOCAL_VLLM}"
     model = spec.get("model")
@@ -92,7 +92,7 @@ def local_vllm_engine(instance_name: str, service_name: str, spec: dict[str, Any
         volumes[CACHE_VOLUME_KEY] = str(spec.get("model_cache_volume") or DEFAULT_CACHE_VOLUME)
         cache_mount = Mount("volume", CACHE_VOLUME_KEY, HF_CACHE)
     probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{VLLM_PORT}/health', timeout=4)"
-    return EngineService(
+    return InferenceServer(
         name=f"{service_name}-vllm",
         image=str(spec.get("vllm_image") or DEFAULT_VLLM_IMAGE),
         command=["--model", model, "--host", "0.0.0.0", "--port", str(VLLM_PORT), *serve_arguments(kwargs, where)],
@@ -105,5 +105,5 @@ def local_vllm_engine(instance_name: str, service_name: str, spec: dict[str, Any
     )
 
 
-def engine_base_url(engine: EngineService) -> str:
-    return f"http://{engine.name}:{VLLM_PORT}/v1"
+def inference_base_url(server: InferenceServer) -> str:
+    return f"http://{server.name}:{VLLM_PORT}/v1"

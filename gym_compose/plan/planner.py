@@ -22,16 +22,16 @@ from gym_compose.config.instances import without_entrypoint
 from gym_compose.config.redact import is_secret_key
 from gym_compose.config.run_dirs import in_containers
 from gym_compose.contract import (
-    ENGINE_ROLE,
     HEAD_INSTANCE,
     HEAD_PORT,
     HEAD_ROLE,
+    INFERENCE_ROLE,
     ROLE_BY_SERVER_TYPE,
     SECRET_PREFIX,
     SERVER_PORT,
 )
 from gym_compose.errors import UserError
-from gym_compose.plan.inference_servers import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
+from gym_compose.plan.inference_servers import LOCAL_VLLM, VLLM_PORT, inference_base_url, local_vllm_server
 from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, StackOptions, session_key_secret
 from gym_compose.plan.runtime_choice import choose_runtime
 from gym_compose.plan.sandbox_names import declares_sandboxes
@@ -128,7 +128,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
             key_name = session_key_secret(service.name)
             secrets[key_name] = token_hex(32)
             service.secrets.append(key_name)
-    engines, volumes = _inference_engines(services, network_config, host_config)
+    inference, volumes = _inference_servers(services, network_config, host_config)
     network_config[HEAD_INSTANCE] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
     host_config[HEAD_INSTANCE] = {"host": options.bind_address, "port": options.head_port}
 
@@ -142,7 +142,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         sandboxes = plan_sandboxes(data, services, roots)
     return Stack(
         project=options.project,
-        services=[head, *services, *engines],
+        services=[head, *services, *inference],
         network_config=network_config,
         host_config=host_config,
         secrets=secrets,
@@ -152,10 +152,10 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     )
 
 
-def _inference_engines(services: list[Service], network_config: dict[str, Any], host_config: dict[str, Any]
+def _inference_servers(services: list[Service], network_config: dict[str, Any], host_config: dict[str, Any]
                        ) -> tuple[list[Service], dict[str, str]]:
-    """An engine service per local_vllm_model instance; the instance's base_url points at it."""
-    engines: list[Service] = []
+    """An inference service per local_vllm_model instance; the instance's base_url points at it."""
+    inference: list[Service] = []
     volumes: dict[str, str] = {}
     start_period = int(network_config.get("server_spinup_timeout_seconds", 600)) + int(
         network_config.get("model_endpoint_readiness_timeout_seconds", 600))
@@ -163,19 +163,19 @@ def _inference_engines(services: list[Service], network_config: dict[str, Any], 
         if service.implementation != LOCAL_VLLM:
             continue
         spec = _instance_spec(network_config, service)
-        engine = local_vllm_engine(str(service.instance), service.name, spec, max(start_period, 1))
-        if any(existing.name == engine.name for existing in [*services, *engines]):
-            raise UserError(f"the engine service {engine.name!r} of {service.instance!r} clashes with an instance's "
+        server = local_vllm_server(str(service.instance), service.name, spec, max(start_period, 1))
+        if any(existing.name == server.name for existing in [*services, *inference]):
+            raise UserError(f"the inference service {server.name!r} of {service.instance!r} clashes with an instance's "
                             "service name", hint="rename one of them")
         for config in (network_config, host_config):
-            _instance_spec(config, service)["base_url"] = engine_base_url(engine)
+            _instance_spec(config, service)["base_url"] = inference_base_url(server)
         spec.setdefault("api_key", "EMPTY")
-        engines.append(Service(name=engine.name, role=ENGINE_ROLE, port=VLLM_PORT, image=engine.image,
-                               command=engine.command, overrides=Overrides(environment=engine.environment),
-                               limits=Limits(gpus=engine.gpus), mounts=engine.mounts, probe=engine.probe,
-                               host_ipc=engine.host_ipc))
-        volumes.update(engine.volumes)
-    return engines, volumes
+        inference.append(Service(name=server.name, role=INFERENCE_ROLE, port=VLLM_PORT, image=server.image,
+                                 command=server.command, overrides=Overrides(environment=server.environment),
+                                 limits=Limits(gpus=server.gpus), mounts=server.mounts, probe=server.probe,
+                                 host_ipc=server.host_ipc))
+        volumes.update(server.volumes)
+    return inference, volumes
 
 
 def source_dir_of(instance, roots: list[Path], requested_runtime: str | None = None) -> Path | None:
@@ -213,7 +213,7 @@ def source_dir_of(instance, roots: list[Path], requested_runtime: str | None = N
 
 
 def _instance_spec(config: dict[str, Any], service: Service) -> dict[str, Any]:
-    assert service.instance is not None  # a server of the config, not the head or an engine
+    assert service.instance is not None  # a server of the config, not the head or an inference service
     server_types = config[service.instance]
     (server_type,) = [key for key in server_types if key in ROLE_BY_SERVER_TYPE]
     return server_types[server_type][service.implementation]

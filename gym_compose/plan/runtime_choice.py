@@ -19,8 +19,6 @@ from pathlib import Path
 
 LEAN = "lean"
 NEMO_GYM = "nemo_gym"
-AUTO = "auto"
-RUNTIMES = (LEAN, NEMO_GYM)
 # Top-level folders of a NeMo Gym checkout whose servers import one another as packages.
 SERVER_PACKAGES = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 _SKIPPED_DIRS = {"tests", "test", ".venv", "venv", "__pycache__", "node_modules", ".git", "data"}

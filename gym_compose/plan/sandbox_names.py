@@ -1,6 +1,6 @@
 """The light part of the sandbox plan: the broker's service name and port, and whether a server
 declares sandboxes. What every stack's plan and the run supervision ask without importing the
-plan itself (its policy models are pydantic's: ~0.1 s to import on the host)."""
+plan itself (its policy models are pydantic's: docs/performance.md)."""
 
 from __future__ import annotations
 

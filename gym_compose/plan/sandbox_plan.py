@@ -67,7 +67,7 @@ def plan_sandboxes(data: dict[str, Any], services: list["Service"],
     if not any(declares_sandboxes(instance.spec) for instance in found):
         return None
     # Imported only now: the declarations import the sandbox client (asyncio, pydantic models),
-    # ~0.15 s of every `up`'s start on a small machine for stacks that lease no sandboxes.
+    # a cost of every `up`'s start for stacks that lease no sandboxes (docs/performance.md).
     from gym_compose.plan.sandbox_declaration import broker_options, declaration_of
 
     servers: list[ServerSandboxes] = []

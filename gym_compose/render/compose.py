@@ -23,10 +23,10 @@ from gym_compose.contract import (
     COLLECTOR_ROLE,
     CONFIG_DICT_ENV,
     CONFIG_PATH_ENV,
-    ENGINE_ROLE,
     HEAD_INSTANCE,
     HEAD_ROLE,
     HEAD_VIEW_ENV,
+    INFERENCE_ROLE,
     INSTANCE_LABEL,
     PROJECT_ENV,
     PROJECT_LABEL,
@@ -65,7 +65,7 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
     host_yaml = yaml.safe_dump(stack.host_config, sort_keys=False)
     labels = {PROJECT_LABEL: stack.project}
     services = {
-        service.name: _engine_service(service, images, labels) if service.role == ENGINE_ROLE
+        service.name: _engine_service(service, images, labels) if service.role == INFERENCE_ROLE
         else _server_service(stack, service, images, network_yaml, host_yaml, labels)
         for service in stack.services
     }
@@ -221,7 +221,7 @@ def _engine_service(service: Service, images: dict[str, str], labels: dict) -> d
     the GPUs and cache the plan gave it; no config, no secrets."""
     spec = load_template("engine")
     spec["image"] = images.get(service.name, service.image)
-    spec["labels"] = {**labels, ROLE_LABEL: ENGINE_ROLE}
+    spec["labels"] = {**labels, ROLE_LABEL: INFERENCE_ROLE}
     if service.command:
         spec["command"] = list(service.command)
     if service.overrides.environment:

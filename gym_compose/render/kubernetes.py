@@ -35,12 +35,12 @@ from gym_compose.contract import (
     COLLECTOR_ROLE,
     CONFIG_DICT_ENV,
     CONFIG_PATH_ENV,
-    ENGINE_ROLE,
     HEAD_INSTANCE,
     HEAD_PORT,
     HEAD_ROLE,
     HEAD_VIEW_ENV,
     HEALTHCHECK_SCRIPT,
+    INFERENCE_ROLE,
     PROJECT_ENV,
     READY_PATH,
     REPLICA_ADDRESS_ENV,
@@ -262,7 +262,7 @@ def _exec_probes(probe: Probe) -> dict[str, Any]:
 def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_keys: list[str],
                 leases_sandboxes: bool) -> dict[str, Any]:
     project = stack.project
-    engine = service.role == ENGINE_ROLE
+    engine = service.role == INFERENCE_ROLE
     env: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
@@ -325,7 +325,7 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
     container["resources"] = _resources(service, None if engine else _default_memory(service))
     container["securityContext"] = _security(service, hardened=not engine)
     labels = _meta(project, service.name, service.role, service.name)["labels"]
-    if service.role != ENGINE_ROLE:
+    if service.role != INFERENCE_ROLE:
         labels[IN_NETWORK_LABEL] = "true"
     if leases_sandboxes:
         labels[SANDBOX_CLIENT_LABEL] = "true"
@@ -473,7 +473,7 @@ def _network_policies(stack: Stack) -> list[dict[str, Any]]:
     in_network = {PART_OF: project, IN_NETWORK_LABEL: "true"}
     from_network = [{"from": [{"podSelector": {"matchLabels": in_network}}]}]
     policies = [policy("project-network", in_network, ["Ingress"], ingress=from_network)]
-    engines = [s for s in stack.services if s.role == ENGINE_ROLE]
+    engines = [s for s in stack.services if s.role == INFERENCE_ROLE]
     for engine in engines:
         policies.append(policy(f"{engine.name}-ingress", _selector(project, engine.name), ["Ingress"],
                                ingress=from_network))

@@ -1,6 +1,6 @@
 """Render a `Stack` for Docker Swarm: the compose project, in the subset `docker stack deploy` reads.
 
-The swarm target's renderer. It starts from the compose model (render.py: the same services,
+The swarm target's renderer. It starts from the compose model (render/compose.py: the same services,
 config views, secrets, healthchecks and hardening) and moves what Swarm spells differently:
 
 - limits (`mem_limit`, `cpus`, `pids_limit`) -> `deploy.resources.limits`; the `docker:` block's
@@ -118,7 +118,7 @@ def _swarm_service(name: str, spec: dict[str, Any], service) -> dict[str, Any]:
     if mounts:
         swarm["volumes"] = mounts
     ports = []
-    for port in spec.get("ports", []):  # "ADDRESS:PUBLISHED:TARGET" (render.py's form)
+    for port in spec.get("ports", []):  # "ADDRESS:PUBLISHED:TARGET" (render/compose.py's form)
         published, target = str(port).split(":")[-2:]
         ports.append({"target": int(target), "published": int(published), "protocol": "tcp", "mode": "host"})
     if ports:

@@ -22,7 +22,7 @@ def load_template(name: str) -> dict[str, Any]:
 @functools.lru_cache(maxsize=None)
 def _parsed_template(name: str) -> dict[str, Any]:
     """Parsed once per process, with libyaml when PyYAML has it: a render asks for the templates
-    once per service, and PyYAML's pure-Python parser took ~0.2 s of a warm `up` for them."""
+    once per service, and PyYAML's pure-Python parser was slow at it (docs/performance.md)."""
     with open(TEMPLATES_DIR / f"{name}.yaml", encoding="utf-8") as handle:
         return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
 

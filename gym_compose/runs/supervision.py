@@ -1,6 +1,6 @@
 """The one-off collector under the host's eye: started with a lease on its stdin, its progress
 shown, the stack watched while it runs (a server that dies stops the run, naming it), stopped
-cleanly on Ctrl-C. Works on any deployment target (`engine.target.DeployedStack`)."""
+cleanly on Ctrl-C. Works on any deployment target (`engine.targets.deployed_stack.DeployedStack`)."""
 
 from __future__ import annotations
 

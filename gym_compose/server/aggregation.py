@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, Field
 
-if TYPE_CHECKING:  # imported where used: agents and environments only forward (~0.07 s of their start)
+if TYPE_CHECKING:  # imported where used: agents and environments only forward (docs/performance.md)
     from gym_compose.metrics.aggregate import Tasks
 
 AGGREGATE_METRICS_PATH = "/aggregate_metrics"

@@ -181,7 +181,7 @@ class PeersReadiness:
 async def http_status(url: str, path: str, timeout: float) -> int | None:
     """One `GET path` (HTTP/1.0) to the server at `url`: its status, or None when nothing (or no
     HTTP) answered. A raw connection rather than httpx: the head would import httpx for this alone
-    (~0.15 s of its start, all servers starting beside it). An invalid URL raises."""
+    (docs/performance.md), all servers starting beside it. An invalid URL raises."""
     parts = urlsplit(url)
     host, port = parts.hostname, parts.port  # .port raises ValueError when out of range
     try:

@@ -24,7 +24,7 @@ from gym_compose.server.context import ServerConfigError, ServerContext, load_co
 from gym_compose.server.readiness import PeersReadiness, Readiness
 from gym_compose.server.time_budget import adopt_from_scope
 
-if TYPE_CHECKING:  # imported where used: the head serves no server class (pydantic is ~0.1 s of its start)
+if TYPE_CHECKING:  # imported where used: the head serves no server class (pydantic's import: docs/performance.md)
     from gym_compose.server.base import BaseServer
 
 LOG = logging.getLogger("gym_compose.server")

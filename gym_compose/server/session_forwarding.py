@@ -50,7 +50,7 @@ class SessionForwarder:
         headers.append((FORWARDED_KEY, b"1"))
         query = scope.get("query_string") or b""
         url = f"http://{address}{scope.get('root_path', '')}{scope['path']}" + (f"?{query.decode()}" if query else "")
-        import httpx  # here, not at the top: every server imports this module, few forward (~0.15 s at start)
+        import httpx  # here, not at the top: every server imports this module, few forward (docs/performance.md)
 
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=None)  # the caller's own deadline bounds the call

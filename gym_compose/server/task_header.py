@@ -1,7 +1,7 @@
 """The task header: a row's task fields, carried from the agent to the mock model's oracle mode.
 
 Its own module: the model servers read it and would otherwise import the agents' row checks and
-their pydantic models (~0.1 s of a model server's start).
+their pydantic models (docs/performance.md).
 """
 
 from __future__ import annotations

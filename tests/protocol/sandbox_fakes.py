@@ -10,7 +10,7 @@ import sys
 import uuid
 from typing import Any, Optional
 
-from gym_compose.sandbox.broker.errors import BackendError, NotFound
+from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound
 
 FRAME = struct.Struct(">BxxxI")
 

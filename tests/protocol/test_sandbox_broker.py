@@ -11,7 +11,7 @@ import pytest
 from sandbox_fakes import FakeBackend, run_async
 
 from gym_compose.sandbox.broker.app import build_app
-from gym_compose.sandbox.broker.errors import NoCapacity, Refused, SandboxGone
+from gym_compose.sandbox.broker.broker_errors import NoCapacity, Refused, SandboxGone
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import SERVER_HEADER, server_token

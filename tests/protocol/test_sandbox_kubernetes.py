@@ -11,7 +11,7 @@ import pytest
 from kube_fake import NAMESPACE, TOKEN, FakeKubernetes
 from sandbox_fakes import run_async
 
-from gym_compose.sandbox.broker.errors import BackendError
+from gym_compose.sandbox.broker.broker_errors import BackendError
 from gym_compose.sandbox.broker.kubernetes_backend import KubernetesBackend
 from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.broker.pod import WAIT_FOR_ATTACH, pod_manifest

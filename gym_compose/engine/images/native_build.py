@@ -97,7 +97,7 @@ def read_sdist_requirements(sdist: Path) -> tuple[list[str], list[str]]:
     build = ["setuptools>=40.8.0", "wheel"]
     if pyproject:
         build = list(tomllib.loads(pyproject.decode()).get("build-system", {}).get("requires", build))
-    import email.parser  # here: ~10 ms to import, and only a native build reads an sdist
+    import email.parser  # here: only a native build reads an sdist (docs/performance.md)
 
     metadata = email.parser.Parser().parsestr(pkg_info.decode("utf-8", "replace"))
     runtime = [line for line in metadata.get_all("Requires-Dist") or [] if "extra ==" not in line.replace("'", '"')]

@@ -1,6 +1,6 @@
 """`docker compose` for one project: up (with readiness), ps, logs, watch, one-off runs, stop, down.
 
-The compose target of `engine.target.DeployedStack`. Every call has a timeout; the idempotent
+The compose target of `engine.targets.deployed_stack.DeployedStack`. Every call has a timeout; the idempotent
 ones (ps, inspect, down) retry. A failed `up` is turned into a `StackNotHealthy` error that names
 each unhealthy service with its state, whether it was OOM-killed, its last healthcheck output and
 its last log lines (see `postmortem`). `down` removes the project's one-off containers too and
@@ -120,7 +120,7 @@ class ComposeProject:
         """The project's containers from one `docker ps`, sorted by service as `compose ps` lists
         them: what `up` (its wait for health and its table), the checks before a run and the watch
         during one ask. `compose ps` starts the Compose binary and loads the project each time
-        (0.2-0.7 s of CPU on a 2-core machine, against ~0.03 s)."""
+        (docs/performance.md)."""
         fields = ["{{.Names}}", "{{.State}}", "{{.Status}}", f'{{{{.Label "{SERVICE_LABEL}"}}}}',
                   f'{{{{.Label "{ONE_OFF_LABEL}"}}}}', f'{{{{.Label "{RUNTIME_LABEL}"}}}}', "{{.Ports}}"]
         result = run_docker(["ps", "--all", "--no-trunc", "--filter", f"label={COMPOSE_PROJECT_LABEL}={self.name}",

@@ -2,7 +2,7 @@
 
 Each instance runs `python -m gym_compose.server` exactly as its container would (the same
 environment variables from `gym_compose.contract`), bound to 127.0.0.1 on a free port; the
-collector runs as `python -m gym_compose.collect`. It implements `engine.target.DeployedStack`,
+collector runs as `python -m gym_compose.collect`. It implements `engine.targets.deployed_stack.DeployedStack`,
 so the host-side commands, the protocol tests and the benchmarks drive it the way they drive a
 compose project. No isolation: limits, images and networks do not apply, and it runs neither
 inference-engine images nor sandboxes. Every wait is bounded.
@@ -27,8 +27,8 @@ import yaml
 from gym_compose.contract import (
     CONFIG_DICT_ENV,
     CONFIG_PATH_ENV,
-    ENGINE_ROLE,
     HEAD_INSTANCE,
+    INFERENCE_ROLE,
     LOG_LEVEL_ENV,
     PROJECT_ENV,
     SECRETS_DIR_ENV,
@@ -199,7 +199,7 @@ class LocalProcesses:
                   extra_env: dict[str, str] | None = None) -> LocalProcesses:
         """The local target's renderer: the plan's in-network config with local addresses, each
         server's code folder, and its secrets as files (limits do not apply here)."""
-        engines = [s.name for s in stack.services if s.role == ENGINE_ROLE]
+        engines = [s.name for s in stack.services if s.role == INFERENCE_ROLE]
         if engines:
             raise UserError(f"the local-process target runs no inference engine images: {', '.join(engines)}",
                             hint="use the compose target, or point the model at an endpoint that is up")

@@ -1,12 +1,12 @@
 """A rendered compose service (the collector) as one `docker run` command line.
 
-`docker compose run` spends ~0.7 s (1.1 s against 0.4 s for the same container, measured on
-Engine 20.10 / Compose v2) loading the project, checking dependencies and networks before it
-creates the container; the collector starts once per run, so that is the largest fixed cost of
-`eval run`. The service stays in the compose file as the one description of the container (a
-person can still `docker compose --profile collect run collector`); this module reads it and
-says the same with `docker run`, with the labels Compose puts on a one-off container, so that
-`compose ps`, `down` and the one-collector-per-project check see it as before.
+`docker compose run` loads the project and checks dependencies and networks before it creates
+the container, most of its time (docs/performance.md); the collector starts once per run, so that
+is the largest fixed cost of `eval run`. The service stays in the compose file as the one
+description of the container (a person can still `docker compose --profile collect run
+collector`); this module reads it and says the same with `docker run`, with the labels Compose
+puts on a one-off container, so that `compose ps`, `down` and the one-collector-per-project check
+see it as before.
 
 Only the keys the collector's template uses are translated; any other key is an error, so a
 template change cannot silently be dropped here.
@@ -96,7 +96,7 @@ def network_holder(project: str, service: str, services: Mapping[str, Any]) -> s
     the stack's one environment server, when it is on exactly the run's networks. The collector
     talks to no other server, so it loses the network only when that server is gone, when it loses
     its rollouts anyway; joining spares the engine making the run its own endpoint, address and
-    DNS (~0.3 s of the collector's ~0.6 s start on a 2-core machine, docs/performance.md). None
+    DNS (docs/performance.md). None
     (own endpoints, as Compose would) when there are several environment servers or the networks
     differ, so a run never reaches a network it is not given."""
     spec = services[service]

@@ -1,5 +1,5 @@
 """Docker Swarm for one stack: `docker stack deploy` of the rendered project, and the collector as
-a one-off job service. The swarm target of `engine.target.DeployedStack`.
+a one-off job service. The swarm target of `engine.targets.deployed_stack.DeployedStack`.
 
 A task with a healthcheck stays `starting` until its container is healthy, so `docker stack ps`
 (what Swarm knows on every node) tells both state and health. The collector runs as a

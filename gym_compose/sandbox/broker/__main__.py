@@ -60,7 +60,7 @@ def main() -> None:
         sys.exit(f"sandbox broker: the project secret {secret_file} is empty")
     backend: SandboxBackend
     if kind == "kubernetes":
-        from gym_compose.sandbox.broker.errors import BackendError
+        from gym_compose.sandbox.broker.broker_errors import BackendError
         from gym_compose.sandbox.broker.kubernetes_backend import KubernetesBackend
 
         try:

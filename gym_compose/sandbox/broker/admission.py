@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gym_compose.sandbox.broker.errors import NoCapacity
+from gym_compose.sandbox.broker.broker_errors import NoCapacity
 from gym_compose.sandbox.broker.sandboxes import Limits
 
 

@@ -33,7 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gym_compose.net.web import READY_PATH, json_response, read_json_object, validation_error_response
-from gym_compose.sandbox.broker.errors import BrokerError, SandboxGone, Unauthorized
+from gym_compose.sandbox.broker.broker_errors import BrokerError, SandboxGone, Unauthorized
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import ExecRequest, LeaseRequest
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, grant_matches, sandbox_grant, token_matches

@@ -5,7 +5,7 @@ socket: the compose and swarm targets) and `kubernetes_backend.KubernetesBackend
 broker's namespace through the Kubernetes API). A sandbox's body is the Engine API's
 (`launch.container_config`), which the Kubernetes backend maps to a pod; the pool, the channels
 and the death report see only this protocol. The broker's main picks one by
-`contract.SANDBOX_BACKEND_ENV`. What a backend raises is `errors.BackendError` (`NotFound`).
+`contract.SANDBOX_BACKEND_ENV`. What a backend raises is `broker_errors.BackendError` (`NotFound`).
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class FallbackChannel:
         pass
 
     async def _run(self, script: str, env: Optional[dict[str, str]] = None, cwd: Optional[str] = None):
-        from gym_compose.sandbox.broker.errors import NotFound
+        from gym_compose.sandbox.broker.broker_errors import NotFound
 
         try:
             return await self.backend.exec_run(self.container_id, [self.shell, "-c", script], cwd, env or {})

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from gym_compose.sandbox.broker.backend import SandboxBackend
-from gym_compose.sandbox.broker.errors import BackendError, NotFound
+from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound
 from gym_compose.sandbox.broker.sandboxes import Sandbox, oom_reason
 
 EXIT_SETTLE_POLLS, EXIT_SETTLE_POLL_S = 20, 0.1

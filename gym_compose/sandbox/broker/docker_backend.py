@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Callable, Optional, TypeVar
 
-from gym_compose.sandbox.broker.errors import BackendError, NotFound
+from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound
 
 T = TypeVar("T")
 SOCKET_ENV = "GYM_COMPOSE_DOCKER_SOCKET"

@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 import httpx
 
 from gym_compose.contract import SANDBOX_OWNERS_ENV
-from gym_compose.sandbox.broker.errors import BackendError, NotFound
+from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound
 from gym_compose.sandbox.broker.pod import (
     CONTAINER,
     PART_OF,

@@ -1,7 +1,7 @@
 """A sandbox as a Kubernetes pod: the Engine API body (launch.container_config, the one place the
 policy becomes limits) translated to a Pod manifest, for the broker's Kubernetes backend.
 
-The pod's labels are the ones the rendered NetworkPolicies select (render_kubernetes.py: role
+The pod's labels are the ones the rendered NetworkPolicies select (render/kubernetes.py: role
 `sandbox`, owner = the leasing server's service), so a sandbox's network is its policy's there
 too. What a pod has no field for: the pids limit (the kubelet's podPidsLimit), the log driver
 (the agent's stream goes through the kubelet's attach; its container log is what it writes).

@@ -21,9 +21,7 @@ from typing import Any, Optional
 
 from gym_compose.sandbox.broker.admission import Admission
 from gym_compose.sandbox.broker.backend import SandboxBackend
-from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
-from gym_compose.sandbox.broker.death import death_reason
-from gym_compose.sandbox.broker.errors import (
+from gym_compose.sandbox.broker.broker_errors import (
     BackendError,
     BrokerError,
     NoCapacity,
@@ -33,6 +31,8 @@ from gym_compose.sandbox.broker.errors import (
     StartFailed,
     UnknownSandbox,
 )
+from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
+from gym_compose.sandbox.broker.death import death_reason
 from gym_compose.sandbox.broker.launch import container_config, container_name
 from gym_compose.sandbox.broker.sandbox_io import SandboxIO
 from gym_compose.sandbox.broker.sandboxes import Limits, Sandbox, default_limits

@@ -12,9 +12,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
+from gym_compose.sandbox.broker.broker_errors import Refused, SandboxGone, UnknownSandbox
 from gym_compose.sandbox.broker.channel import ChannelClosed
 from gym_compose.sandbox.broker.commands import agent_exec_request, command_timeout, exec_result, user_refusal
-from gym_compose.sandbox.broker.errors import Refused, SandboxGone, UnknownSandbox
 from gym_compose.sandbox.broker.sandboxes import Sandbox
 from gym_compose.sandbox.policy import ExecRequest
 

@@ -41,7 +41,8 @@ def install(force: bool = False) -> bool:
 def _filled_on_first_use(module: types.ModuleType, attributes: Callable[[], dict[str, Any]]) -> Callable[[str], Any]:
     """A module `__getattr__` (PEP 562) that imports the runtime names a shim exposes the first time
     one is asked for: the shims import most of the runtime (the sandbox client, the collector's
-    metrics, gymnasium), ~0.07 s of a server's start that an app.py using two names need not pay."""
+    metrics, gymnasium), a part of a server's start that an app.py using two names need not pay
+    (docs/performance.md)."""
 
     def fill(name: str) -> Any:
         if name.startswith("__") and name != "__all__":  # `import *` asks for __all__, then reads the names

@@ -1,7 +1,7 @@
 """The names the compatibility layer gives each NeMo Gym module path, without importing the runtime.
 
 Host-side code (`runtime_choice`) asks only which names exist; resolving them (`names.MODULES`)
-imports the whole server runtime (~0.3 s of every CLI command). tests/unit/test_runtime_choice.py
+imports the whole server runtime (a cost on every CLI command: docs/performance.md). tests/unit/test_runtime_choice.py
 checks that this table and `names.MODULES` agree.
 """
 

@@ -40,9 +40,6 @@ class SWERow(BaseModel):
     split: str = "test"
 
 
-SWE_FIELDS = tuple(SWERow.model_fields)
-
-
 def listed_tests(value: TestList) -> list[str]:
     """A list of test names as the data set spells it: a list, or a string holding a JSON or a
     Python list literal (read without evaluating anything)."""
