@@ -7,7 +7,6 @@ case statement each test writes, keyed on the command words.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -141,12 +140,3 @@ def test_a_missing_docker_cli_is_explained_for_long_running_calls_too(monkeypatc
     monkeypatch.setattr(docker_cli, "DOCKER", str(tmp_path / "no-docker"))
     with pytest.raises(docker_cli.DockerUnavailable, match="`docker` command was not found"):
         ComposeProject("p").follow_logs([], follow=False, tail=None)
-
-
-def test_nothing_outside_the_engine_imports_subprocess_for_docker():
-    """The engine is the one door to Docker: a module elsewhere that starts processes names no docker."""
-    package = Path(__file__).resolve().parents[2] / "gym_compose"
-    offenders = [str(path.relative_to(package)) for path in package.rglob("*.py")
-                 if path.relative_to(package).parts[0] != "engine"
-                 and "subprocess" in (text := path.read_text()) and '"docker"' in text]
-    assert offenders == []

@@ -17,13 +17,6 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "gym_compose"
 
 
-def test_the_contract_imports_nothing_outside_the_standard_library():
-    tree = ast.parse((PACKAGE / "contract.py").read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported <= {"__future__"}
-
-
 def test_the_healthcheck_probes_ask_the_contracts_readiness_path():
     assert healthcheck.READY_PATH == contract.READY_PATH  # it runs with python -I -S: no package to import
     script = PACKAGE / "server" / "healthcheck.sh"  # the containers' probe: bash, no package to import

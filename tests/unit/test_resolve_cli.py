@@ -114,10 +114,3 @@ def test_list_shows_every_selectable_component_with_its_path(tmp_path):
         ("--benchmark", "example_single_tool_call", str(REPO / "benchmarks/example_single_tool_call/config.yaml")),
     }
     assert expected <= {tuple(row) for row in rows}
-
-
-def test_importing_config_pulls_in_no_docker_code():
-    code = ("import sys, gym_compose.config; print([m for m in sys.modules "
-            "if m.startswith(('gym_compose.engine', 'python_on_whales', 'docker'))])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == "[]"
