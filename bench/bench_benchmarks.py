@@ -3,7 +3,7 @@ wall time of the whole `gym-compose up --benchmark NAME/full` command (images al
 rollouts per second of the collection.
 
     .venv/bin/gym-compose eval prepare --benchmark gsm8k/full --benchmark math-500/full --benchmark human_eval/full
-    .venv/bin/python bench/bench_benchmarks.py [--benchmarks gsm8k/full,math-500/full,human_eval/full,blackjack/full]
+    .venv/bin/python -m bench.bench_benchmarks [--benchmarks gsm8k/full,math-500/full,human_eval/full,blackjack/full]
 """
 
 from __future__ import annotations

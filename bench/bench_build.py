@@ -1,9 +1,9 @@
 """Benchmark image builds: cold (from nothing, offline) and warm (no-op), and image sizes.
 
-    .venv/bin/python bench/bench_build.py --cold       # removes gym-compose images and the host cache first
-    .venv/bin/python bench/bench_build.py --isolated   # cold, under a fresh image prefix and cache dir,
+    .venv/bin/python -m bench.bench_build --cold       # removes gym-compose images and the host cache first
+    .venv/bin/python -m bench.bench_build --isolated   # cold, under a fresh image prefix and cache dir,
                                                        # leaving other images alone (shared engines)
-    .venv/bin/python bench/bench_build.py              # whatever is there already
+    .venv/bin/python -m bench.bench_build              # whatever is there already
 
 Builds the base and one image per server implementation under server_images/ that has its own
 code (app.py), plus a tiny synthetic server, then prints each server image's size above the base.
@@ -19,11 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gym_compose.engine import docker_cli  # noqa: E402
+from gym_compose.engine import docker_cli
 from gym_compose.engine.images.image_settings import IMAGE_LABEL, ImageSettings  # noqa: E402
-from gym_compose.engine.images.lean_images import PROJECT_ROOT, ensure_base_image, ensure_server_image, image_size  # noqa: E402
+from gym_compose.engine.images.lean_images import PROJECT_ROOT, ensure_base_image, ensure_server_image, image_size
 from gym_compose.errors import UserError  # noqa: E402
 
 

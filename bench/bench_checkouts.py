@@ -2,7 +2,7 @@
 `eval run --no-serve` (docs/performance.md).
 
     git worktree add --detach /tmp/before main
-    .venv/bin/python bench/bench_checkouts.py /tmp/before . [--starts 4] [--runs 4] [--rows 500]
+    .venv/bin/python -m bench.bench_checkouts /tmp/before . [--starts 4] [--runs 4] [--rows 500]
 
 Each checkout runs its own code with this venv's packages (`python -m gym_compose` from the
 checkout's folder) and builds its own images. Per warm start (`up -d`, then `down`, untimed): the
@@ -25,9 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_runs import FirstRolloutWatch, cached_bytecode_env  # noqa: E402  (bench/cli_runs.py)
-from machine import container_seconds  # noqa: E402  (bench/machine.py)
+from bench._support.cli_runs import FirstRolloutWatch, cached_bytecode_env
+from bench._support.machine import container_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 SELECTOR = ["--resources-server", "example_single_tool_call"]

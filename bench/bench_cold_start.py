@@ -1,6 +1,6 @@
 """Cold starts of example_single_tool_call: `gym-compose up -d` until all healthy, with no images.
 
-    .venv/bin/python bench/bench_cold_start.py [--no-pip-cache]
+    .venv/bin/python -m bench.bench_cold_start [--no-pip-cache]
 
 Two starts under a fresh image prefix (GYM_COMPOSE_IMAGE_PREFIX), so that no gym-compose image of
 this prefix exists and other sessions' images are left alone, and a fresh GYM_COMPOSE_CACHE_DIR:

@@ -1,6 +1,6 @@
 """Rollout throughput through the containers with the mock model.
 
-    .venv/bin/python bench/bench_collect.py [--rows 500] [--parallel 32] [--runs 5]
+    .venv/bin/python -m bench.bench_collect [--rows 500] [--parallel 32] [--runs 5]
 
 Starts example_single_tool_call + the mock model with `gym-compose up -d`, then runs
 `gym-compose eval run --no-serve` --runs times on the same stack, each over --rows rows

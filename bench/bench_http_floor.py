@@ -2,7 +2,7 @@
 own `web.serve`: uvicorn, uvloop, httptools, Starlette) and of the peer client (`HttpClient`),
 keep-alive on loopback, at --parallel requests in flight.
 
-    .venv/bin/python bench/bench_http_floor.py [--requests 8000] [--parallel 8] [--rounds 3]
+    .venv/bin/python -m bench.bench_http_floor [--requests 8000] [--parallel 8] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import textwrap
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from gym_compose.net.http_client import HttpClient
 
-from gym_compose.net.http_client import HttpClient  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 SERVER = textwrap.dedent("""

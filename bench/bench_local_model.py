@@ -8,7 +8,7 @@ mock model (the baseline, same run) and with the local model, and for each measu
   posted to the environment server's /run (tokens from each rollout's usage);
 - memory of the model server container (`docker stats`), and the image size.
 
-    .venv/bin/python bench/bench_local_model.py [--rollouts 10] [--parallel 2]
+    .venv/bin/python -m bench.bench_local_model [--rollouts 10] [--parallel 2]
 
 The first run builds the image (timed separately: `build` in the output). Quote the figures with
 "machine shared with other work" where it is.

@@ -1,7 +1,7 @@
 """Disk of N NeMo Gym-runtime server images against one NeMo Gym server venv (issue 9: within 1.5x).
 
-    .venv/bin/python bench/bench_nemo_gym_disk.py                    # 10 server images on the newest runtime
-    .venv/bin/python bench/bench_nemo_gym_disk.py --count 10 --runtime gym-compose/nemo-gym-runtime:TAG
+    .venv/bin/python -m bench.bench_nemo_gym_disk                    # 10 server images on the newest runtime
+    .venv/bin/python -m bench.bench_nemo_gym_disk --count 10 --runtime gym-compose/nemo-gym-runtime:TAG
 
 Every NeMo Gym-runtime server image is the shared runtime image plus its own layers (its
 requirements and code), so the disk of N of them is the runtime image once plus each server's own

@@ -12,7 +12,7 @@ With --profile DIR each server is sampled by py-spy (the dev extra installs it) 
 measured run: DIR/<server>.txt holds the collapsed stacks, and the functions with the most samples
 (own and including callees) are printed per server. Sampling costs CPU too: compare rates without it.
 
-    .venv/bin/python bench/bench_runtime.py [--rollouts 500] [--parallel 32] [--timeout 120] [--collector]
+    .venv/bin/python -m bench.bench_runtime [--rollouts 500] [--parallel 32] [--timeout 120] [--collector]
                                             [--profile DIR]
 """
 
@@ -33,14 +33,11 @@ from pathlib import Path
 
 import yaml
 
+from gym_compose.engine.targets.local_processes import LocalProcesses, with_local_addresses
+from gym_compose.net.http_client import HttpClient
+from tests.support.stacks import point_proxy_at_mock, seed_verify_stack
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "protocol"))
-
-from stacks import point_proxy_at_mock, seed_verify_stack  # noqa: E402
-
-from gym_compose.engine.targets.local_processes import LocalProcesses, with_local_addresses  # noqa: E402
-from gym_compose.net.http_client import HttpClient  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nemo_gym" / "example_single_tool_call" / "example.jsonl"
 LOCAL_ROWS = REPO / "server_images" / "example_single_tool_call" / "data" / "example.jsonl"

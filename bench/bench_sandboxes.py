@@ -2,7 +2,7 @@
 docker provider works (`docker run` to create, one `docker exec` CLI process per command), in one
 run, on the same sandbox image and machine.
 
-    .venv/bin/python bench/bench_sandboxes.py [--execs 200] [--leases 20] [--parallel 16]
+    .venv/bin/python -m bench.bench_sandboxes [--execs 200] [--leases 20] [--parallel 16]
 
 gym-compose (measured inside the python_sandbox server container, through gym_compose.sandbox and
 the broker, i.e. what a server pays):
@@ -158,7 +158,7 @@ def main() -> None:
     widths = [max(len(r[i]) for r in rows + [("", "gym-compose", "NeMo Gym 0.7 way", "ratio")]) for i in range(4)]
     print(f"sandbox image {image}; {args.execs} execs, {args.leases} leases each way, {args.parallel} at once")
     for line in [("", "gym-compose", "NeMo Gym 0.7 way", "ratio"), *rows]:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)))
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)))
     print(f"targets: exec p50 < {TARGETS['exec_p50_ms']:.0f} ms: {exec_ours[0] < TARGETS['exec_p50_ms']}; "
           f"warm lease p50 < {TARGETS['warm_lease_p50_ms']:.0f} ms: {warm[0] < TARGETS['warm_lease_p50_ms']}; "
           f"cold start p50 < {TARGETS['cold_start_p50_s']:.0f} s: {broker['start_s_p50'] < TARGETS['cold_start_p50_s']}")

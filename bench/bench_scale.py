@@ -1,7 +1,7 @@
 """Scale, simulated: rollouts/s against concurrency for one stack whose model answers like a real
 LLM (the mock model with a latency per call), and from it the replicas a target rate needs.
 
-    .venv/bin/python bench/bench_scale.py [--latency 0.2 2.0] [--parallel 32 128 512 1024 2048]
+    .venv/bin/python -m bench.bench_scale [--latency 0.2 2.0] [--parallel 32 128 512 1024 2048]
                                           [--target-per-hour 10000] [--target compose]
 
 One stack (example_single_tool_call: two model calls per rollout, a tool call between them; the
@@ -84,7 +84,7 @@ def main() -> None:
         gym_compose("down", "-p", PROJECT, cwd=work, timeout=600)
 
     saturation_level, saturation_rate = results[-1]
-    for (level, rate), (_, next_rate) in zip(results, results[1:]):
+    for (level, rate), (_, next_rate) in zip(results, results[1:], strict=False):
         if next_rate < rate * SATURATION_GAIN:
             saturation_level, saturation_rate = level, max(rate, next_rate)
             break

@@ -1,6 +1,6 @@
 """Soak under faults: one long collection while servers are killed and restarted.
 
-    .venv/bin/python bench/bench_soak.py [--rows 100000] [--parallel 256] [--fault-every 60]
+    .venv/bin/python -m bench.bench_soak [--rows 100000] [--parallel 256] [--fault-every 60]
 
 Starts example_single_tool_call + the mock model with `gym-compose up -d`, measures an unfaulted
 baseline (`--baseline-rows` rows), then collects `--rows` rows with `eval run --no-serve`. Every

@@ -1,6 +1,6 @@
 """Stack start-up and footprint on the real engine, with images already built.
 
-    .venv/bin/python bench/bench_stack.py [--runs 5]
+    .venv/bin/python -m bench.bench_stack [--runs 5]
 
 Measures, for example_single_tool_call + the mock model (head + 4 server containers, the shape of
 NeMo Gym's 4-server reference stack):
@@ -22,8 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import container_seconds  # noqa: E402  (bench/machine.py)
+from bench._support.machine import container_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
@@ -117,7 +116,7 @@ def main() -> None:
     if idle_cpu is not None:
         print(f"idle CPU of the stack (healthchecks included): {idle_cpu:.0f} ms per second")
     print(f"base image {base_tag}: {base_size / 1e6:.0f} MB")
-    for service, tag in sorted(images.items()):
+    for _service, tag in sorted(images.items()):
         if tag != base_tag and tag in sizes:
             print(f"server image {tag}: {(sizes[tag] - base_size) / 1e3:.1f} kB above the base "
                   f"(NeMo Gym 0.7: {NEMO_GYM_SERVER_ENV_MB} MB per server environment)")

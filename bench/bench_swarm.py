@@ -1,6 +1,6 @@
 """Swarm against compose, same stack, same machine: deploy-to-healthy and rollouts/s.
 
-    .venv/bin/python bench/bench_swarm.py [--runs 3] [--rows 500] [--parallel 32]
+    .venv/bin/python -m bench.bench_swarm [--runs 3] [--rows 500] [--parallel 32]
 
 For each run, and each target in turn (compose, then swarm, interleaved so that load drifts hit
 both alike): `gym-compose up -d --target T` with example_single_tool_call + the mock model,

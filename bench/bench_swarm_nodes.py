@@ -1,6 +1,6 @@
 """A stack spread over a three-node swarm on this one machine; a worker killed mid-run; --resume.
 
-    sudo .venv/bin/python bench/bench_swarm_nodes.py [--nodes 2] [--rows 1200] [--parallel 32]
+    sudo .venv/bin/python -m bench.bench_swarm_nodes [--nodes 2] [--rows 1200] [--parallel 32]
                                                      [--kill-after 150] [--model-latency 0.2] [--json OUT]
 
 1. scripts/swarm_nodes.py makes the engine a swarm manager and joins --nodes further engines

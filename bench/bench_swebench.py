@@ -3,7 +3,7 @@ does with 1, 4 and 8 in parallel (the 1-in-parallel run is the baseline of the r
 mock model (oracle: every instance leases a sandbox, runs the agent's tool calls, is verified in a
 fresh sandbox).
 
-    .venv/bin/python bench/bench_swebench.py [--parallel 1 4 8] [--repeats 2]
+    .venv/bin/python -m bench.bench_swebench [--parallel 1 4 8] [--repeats 2]
 
 Per instance (median and p95, from the rollout rows): the lease of the agent's sandbox, the agent's
 steps (model turns and tool calls in the sandbox), the verification (diff, fresh sandbox, tests),

@@ -2,8 +2,8 @@
 command makes, with its start and end from the command's start, and each container's created,
 started and first passing healthcheck (images already built; docs/performance.md).
 
-    .venv/bin/python bench/bench_trace.py [--runs 1]                # gym-compose up -d, then down
-    .venv/bin/python bench/bench_trace.py --eval [--rows 500]       # eval run --no-serve on a stack it starts
+    .venv/bin/python -m bench.bench_trace [--runs 1]                # gym-compose up -d, then down
+    .venv/bin/python -m bench.bench_trace --eval [--rows 500]       # eval run --no-serve on a stack it starts
 
 A `docker` wrapper first on the PATH logs each call; the containers' times come from
 `docker inspect` (the healthcheck log keeps the last five checks: with --steady, the first
@@ -24,8 +24,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_runs import FirstRolloutWatch, cached_bytecode_env  # noqa: E402  (bench/cli_runs.py)
+from bench._support.cli_runs import FirstRolloutWatch, cached_bytecode_env
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]

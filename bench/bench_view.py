@@ -1,6 +1,6 @@
 """Time from `gym-compose view RUN_DIR` to the first screen, on a 100,000-rollout run folder.
 
-    .venv/bin/python bench/bench_view.py [--tasks 25000] [--repeats 4] [--runs 3]
+    .venv/bin/python -m bench.bench_view [--tasks 25000] [--repeats 4] [--runs 3]
 
 Writes a synthetic run folder (--tasks x --repeats rollouts of a calculator-style tool call,
 ~1.3 KB each, 1 task in 500 failed with HTTP 422, the collector's own aggregate metrics) once,
@@ -28,11 +28,9 @@ from pathlib import Path
 
 import orjson
 
+from tests.support.view import ServedView, launch_chromium, write_synthetic_run
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.view_support import ServedView, launch_chromium, write_synthetic_run  # noqa: E402
-
 
 def parse_baseline(path: Path) -> float:
     started = time.perf_counter()

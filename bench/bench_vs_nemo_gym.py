@@ -1,6 +1,6 @@
 """gym-compose side by side with NeMo Gym 0.7: the same rows, the same mock model, runs interleaved.
 
-    .venv/bin/python bench/bench_vs_nemo_gym.py [--rows 500] [--parallel 32] [--runs 5] [--starts 3]
+    .venv/bin/python -m bench.bench_vs_nemo_gym [--rows 500] [--parallel 32] [--runs 5] [--starts 3]
                                                 [--idle-seconds 20] [--cold]
 
 NeMo Gym 0.7.0 comes from PyPI into a Python 3.13 venv under ~/.cache/gym-compose-bench (made on
@@ -43,12 +43,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from cli_runs import FirstRolloutWatch  # noqa: E402
-from machine import (  # noqa: E402
+from bench._support.cli_runs import FirstRolloutWatch
+from bench._support.machine import (
     container_seconds,
     machine_busy_seconds,
     process_seconds,
@@ -57,8 +53,9 @@ from machine import (  # noqa: E402
     stop_tree,
     tree_seconds,
 )
+from gym_compose.engine.targets.local_processes import LocalProcesses, with_local_addresses
 
-from gym_compose.engine.targets.local_processes import LocalProcesses, with_local_addresses  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 NEMO_GYM_VERSION = "0.7.0"
 HOME = Path(os.environ.get("GYM_COMPOSE_BENCH_HOME", Path.home() / ".cache" / "gym-compose-bench"))

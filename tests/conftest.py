@@ -59,3 +59,11 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _fail_a_skip_in_ci(outcome.get_result())
+
+
+@pytest.fixture(scope="module")
+def nemo_gym_checkout():
+    """NeMo Gym 0.7.0's released tree (its resources servers, configs, rows): tests/support/nemo_gym.py."""
+    from tests.support.nemo_gym import unpacked_nemo_gym  # here: this file also runs alone (test_ci_no_skips)
+
+    return unpacked_nemo_gym()

@@ -35,7 +35,7 @@ async def isolation(targets):
     sandbox = await AsyncSandbox().start(SandboxSpec(metadata={"session": "probe"}))
     try:
         answers = await asyncio.gather(*(reach(sandbox, *target.rsplit(":", 1)) for target in targets))
-        report = {"targets": dict(zip(targets, answers))}
+        report = {"targets": dict(zip(targets, answers, strict=True))}
         fork = await sandbox.exec(
             "python3 -c \"\nimport os, time\nforked = 0\nfor _ in range(1000):\n    try:\n        pid = os.fork()\n"
             "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"

@@ -10,29 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_stack import free_port, gym_compose, labelled
-from tests.e2e import PROJECT_PREFIX
+from tests.support.e2e import free_port, gym_compose, labelled, only_run_dir, read_jsonl
 
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
-
-
-@pytest.fixture
-def project(request) -> str:
-    name = f"{PROJECT_PREFIX}-{request.node.name.replace('_', '-')[:30].lower()}"
-    yield name
-    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def only_run_dir(results: Path) -> Path:
-    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
-    return run_dir
 
 
 def test_up_benchmark_writes_rollouts_and_metrics_and_leaves_nothing_running(project, tmp_path):

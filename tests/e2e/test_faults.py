@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
-from tests.e2e.test_stack import CLI, free_port, gym_compose, labelled
+from tests.support.e2e import CLI, free_port, gym_compose, labelled
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(480)]
 
@@ -151,7 +151,8 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
             folder = run_dir(results, "main")
             before = complete_lines(folder / "rollouts.jsonl")
             failures_before = complete_lines(folder / "rollouts_failures.jsonl")
-            wait_for(lambda: complete_lines(folder / "rollouts.jsonl") >= before + 20, "rollouts to flow")
+            wait_for(lambda folder=folder, before=before: complete_lines(folder / "rollouts.jsonl") >= before + 20,
+                     "rollouts to flow")
             docker("kill", container(project, service))
             _, err = cli.communicate(timeout=WAIT_S)
         finally:
@@ -165,7 +166,7 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
             assert f"server {service} exited" in message or instance in message, message
         assert one_off_containers(project) == []  # the collector went with the run
         docker("start", container(project, service))
-        wait_for(lambda: healthy(container(project, service)), f"{service} to be healthy again")
+        wait_for(lambda service=service: healthy(container(project, service)), f"{service} to be healthy again")
 
     # the model paused mid-run: its rollouts time out naming the model, and a resume finishes them
     cli = start_cli(*few, "--num-samples-in-parallel", "25", cwd=tmp_path)

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 import yaml
 
-from tests.e2e.test_stack import gym_compose
 from tests.e2e import PROJECT_PREFIX
+from tests.support.e2e import gym_compose
 
 pytestmark = pytest.mark.docker
 

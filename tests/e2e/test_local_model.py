@@ -10,9 +10,8 @@ import json
 
 import pytest
 
-from tests.e2e.test_collection import only_run_dir, read_jsonl
-from tests.e2e.test_stack import free_port, gym_compose, labelled
 from tests.e2e import PROJECT_PREFIX
+from tests.support.e2e import free_port, gym_compose, labelled, only_run_dir, read_jsonl
 
 pytestmark = pytest.mark.docker
 

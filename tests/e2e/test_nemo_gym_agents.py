@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_nemo_gym_compat import nemo_gym_checkout, project  # noqa: F401 - fixtures
-from tests.e2e.test_stack import free_port, gym_compose, labelled
 from tests.fakes.fake_vllm import make_server
+from tests.support.e2e import free_port, gym_compose, labelled
 
 pytestmark = pytest.mark.docker
 

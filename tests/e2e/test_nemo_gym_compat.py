@@ -15,37 +15,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_stack import REPO, free_port, gym_compose, labelled
-from tests.e2e import PROJECT_PREFIX
+from tests.support.e2e import REPO, free_port, gym_compose, labelled
+from tests.support.nemo_gym import NEMO_GYM_VERSION
 
 pytestmark = pytest.mark.docker
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym"
-NEMO_GYM_VERSION = "0.7.0"
-
-
-@pytest.fixture(scope="module")
-def nemo_gym_checkout() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gym-compose" / f"nemo-gym-{NEMO_GYM_VERSION}"
-    unpacked = cache / "tree"
-    if not (unpacked / "resources_servers").is_dir():
-        cache.mkdir(parents=True, exist_ok=True)
-        download = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--ignore-requires-python",
-             "--dest", str(cache), f"nemo-gym=={NEMO_GYM_VERSION}"],
-            capture_output=True, text=True, timeout=300,
-        )
-        assert download.returncode == 0, f"could not download nemo-gym {NEMO_GYM_VERSION} from PyPI:\n{download.stderr}"
-        (wheel,) = cache.glob("nemo_gym-*.whl")
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(unpacked)
-    return unpacked
 
 
 def cache_root() -> Path:
@@ -82,13 +61,6 @@ def nemo_gym_cli() -> Path:
             complete.touch()
     assert gym.is_file(), f"{venv} holds no gym command; delete it to rebuild"
     return gym
-
-
-@pytest.fixture
-def project(request) -> str:
-    name = f"{PROJECT_PREFIX}-{request.node.name.replace('_', '-')[:30].lower()}"
-    yield name
-    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
 
 
 def fixture_rows(name: str) -> Path:

@@ -7,27 +7,11 @@ One stack per test; the runtime image is built once (the first test pays for it)
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from tests.e2e.test_nemo_gym_compat import nemo_gym_checkout, project  # noqa: F401 - fixtures
-from tests.e2e.test_stack import free_port, gym_compose, labelled
+from tests.support.e2e import gym_compose, run_rows
 
 pytestmark = pytest.mark.docker
-
-
-def run_rows(nemo_gym: Path, project: str, tmp_path: Path, server: str) -> tuple[list[dict], str]:
-    rows = nemo_gym / "resources_servers" / server / "data" / "example.jsonl"
-    up = gym_compose("up", "-p", project, "--head-port", str(free_port()), "--search-dir", str(nemo_gym),
-                     "--resources-server", server, "--input", str(rows), cwd=tmp_path, timeout=3000)
-    assert up.returncode == 0, (up.stdout + up.stderr)[-4000:]
-    (run_dir,) = (tmp_path / "results").iterdir()
-    assert labelled("container", project) == []
-    rollouts = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
-    assert len(rollouts) == len(rows.read_text().splitlines())
-    return rollouts, up.stdout + up.stderr
 
 
 def test_resolve_says_which_runtime_and_why(nemo_gym_checkout, tmp_path):  # noqa: F811

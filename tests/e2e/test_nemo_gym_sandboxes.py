@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from tests.e2e.test_nemo_gym_compat import project  # noqa: F401 - fixture
-from tests.e2e.test_stack import free_port, gym_compose, labelled
+from tests.support.e2e import free_port, gym_compose, labelled
 
 pytestmark = pytest.mark.docker
 

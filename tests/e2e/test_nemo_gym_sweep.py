@@ -19,8 +19,7 @@ import subprocess
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
-from tests.e2e.test_nemo_gym_compat import nemo_gym_checkout  # noqa: F401 - fixture
-from tests.e2e.test_nemo_gym_runtime import run_rows
+from tests.support.e2e import run_rows
 
 pytestmark = pytest.mark.docker
 

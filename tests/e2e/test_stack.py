@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,38 +12,9 @@ import httpx
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
+from tests.support.e2e import CLI, REPO, free_port, gym_compose, labelled
 
 pytestmark = pytest.mark.docker
-
-REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "gym_compose"]
-LABEL = "io.gym-compose.project"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def gym_compose(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def labelled(kind: str, project: str) -> list[str]:
-    listing = {"container": ["ps", "-aq"], "network": ["network", "ls", "-q"], "volume": ["volume", "ls", "-q"]}[kind]
-    out = subprocess.run(
-        ["docker", *listing, "--filter", f"label={LABEL}={project}"], capture_output=True, text=True, timeout=60
-    )
-    return out.stdout.split()
-
-
-@pytest.fixture
-def project(request) -> str:
-    name = f"{PROJECT_PREFIX}-{request.node.name.replace('_', '-')[:30].lower()}"
-    yield name
-    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
-
 
 def test_up_serves_a_rollout_through_the_head_host_view_and_down_leaves_nothing(project, tmp_path):
     head_port = free_port()

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
-from tests.e2e.test_stack import REPO, free_port, gym_compose
+from tests.support.e2e import REPO, free_port, gym_compose
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.e2e.test_stack import REPO
+from tests.support.e2e import REPO
 
 pytestmark = pytest.mark.docker
 
@@ -28,9 +28,10 @@ def test_a_lost_worker_is_rescheduled_and_resume_completes_each_rollout_once(tmp
         pytest.skip(f"the engine is already in a swarm ({swarm}); the nodes need one of their own")
     out = tmp_path / "figures.json"
     try:
-        result = subprocess.run([sys.executable, str(REPO / "bench/bench_swarm_nodes.py"), "--rows", "400",
+        result = subprocess.run([sys.executable, "-m", "bench.bench_swarm_nodes", "--rows", "400",
                                  "--kill-after", "40", "--model-latency", "0.5", "--json", str(out)],
-                                capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                                capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:  # a timed-out scenario is killed before its own clean-up: leave no swarm, node or namespace behind
         if not out.exists():
             subprocess.run(["docker", "stack", "rm", "gcnodes"], capture_output=True, timeout=120)

@@ -15,8 +15,10 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.e2e.test_stack import free_port, gym_compose
-from tests.view_browser import (
+from tests.e2e import PROJECT_PREFIX
+from tests.support.e2e import free_port, gym_compose
+from tests.support.view import REPO, ServedView
+from tests.support.view_browser import (
     PageWatch,
     browser,  # noqa: F401 (fixture)
     check_charts,
@@ -26,8 +28,6 @@ from tests.view_browser import (
     open_page,
     screenshot,
 )
-from tests.view_support import REPO, ServedView
-from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
 

@@ -114,7 +114,7 @@ def chat_completion(body: dict[str, Any], sequence: int) -> tuple[int, dict[str,
         choice["logprobs"] = {"content": [
             {"token": f"token_id:{token}" if as_ids else piece, "logprob": -((token % 97) + 1) / 100.0,
              "bytes": list(piece.encode()), "top_logprobs": []}
-            for token, piece in zip(generated_ids, pieces(answer["generated"]))
+            for token, piece in zip(generated_ids, pieces(answer["generated"]), strict=False)
         ]}
     completion: dict[str, Any] = {
         "id": f"chatcmpl-fake{sequence:04d}", "object": "chat.completion", "created": CREATED,

@@ -16,7 +16,8 @@ import textwrap
 import httpx
 import yaml
 from conftest import REPO_ROOT, SERVER_IMAGES
-from stacks import gymnasium_stack, seed_verify_stack
+
+from tests.support.stacks import gymnasium_stack, seed_verify_stack
 
 SCORING_APP = textwrap.dedent('''
     from nemo_gym.base_resources_server import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer

@@ -1,9 +1,6 @@
 """The collector entry as a subprocess against fake environment servers on loopback.
 
-Run as a script, this file is the fake server: `python test_collect_entry.py PORT MODE [DELAY_S]`.
-MODE: ok (reward = task index % 2), flaky (500 on a first attempt of every third task),
-die (exits hard after 5 requests, mid-request). With FAKE_SERVER_SEEN=FILE in its environment it
-appends a line to FILE as each request arrives (so a test knows what is in flight).
+The fake server is tests/support/fake_environment.py; `servers` (tests/protocol/conftest.py) starts it.
 """
 
 from __future__ import annotations
@@ -11,149 +8,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
+from tests.support.collector import collector_cmd, config_yaml, keys, read_jsonl, run_collector, write_rows
+
 pytestmark = pytest.mark.protocol
-HERE = Path(__file__).resolve()
-REPO = HERE.parents[2]
 
-
-# ---- the fake environment server (raw ASGI: the cheapest server, so timings show the collector) ----
-
-def make_app(mode: str, delay_s: float):
-    import asyncio
-
-    import orjson
-
-    served = {"count": 0}
-
-    async def app(scope, receive, send):
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                else:
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        served["count"] += 1
-        if os.environ.get("FAKE_SERVER_SEEN"):
-            with open(os.environ["FAKE_SERVER_SEEN"], "a") as seen:
-                seen.write("request\n")
-        if mode == "die" and served["count"] > 5:
-            os._exit(1)
-        row = orjson.loads(body)
-        if delay_s:
-            await asyncio.sleep(delay_s)
-        status = 200
-        if mode == "flaky" and row["_ng_task_index"] % 3 == 0 and not row.get("_ng_attempt_index"):
-            status, payload = 500, {"detail": "flaky failure"}
-        else:
-            payload = {"responses_create_params": row["responses_create_params"], "response": {"usage": {"input_tokens": 3}},
-                       "reward": float(row["_ng_task_index"] % 2), "echo_rollout": row["_ng_rollout_index"]}
-        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": orjson.dumps(payload)})
-
-    return app
-
-
-if __name__ == "__main__":
-    import uvicorn
-
-    port, mode = int(sys.argv[1]), sys.argv[2]
-    delay = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
-    uvicorn.run(make_app(mode, delay), host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-# ---- helpers ----
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_fake_server(mode: str, delay_s: float = 0.0):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(HERE), str(port), mode, str(delay_s)])
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("fake environment server did not start within 20 s")
-
-
-@pytest.fixture
-def servers():
-    started = []
-
-    def start(mode: str, delay_s: float = 0.0) -> int:
-        proc, port = start_fake_server(mode, delay_s)
-        started.append(proc)
-        return port
-
-    yield start
-    for proc in started:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
-def config_yaml(ports: dict[str, int]) -> str:
-    """One environment server per agent: env_<agent> fronts <agent>."""
-    import yaml
-
-    config = {
-        f"env_{agent}": {"environment_servers": {"fake_env": {
-            "host": "127.0.0.1", "port": port, "agent_server": {"type": "responses_api_agents", "name": agent}}}}
-        for agent, port in ports.items()
-    }
-    return yaml.safe_dump(config)
-
-
-def write_rows(path: Path, n: int, agents: list[str] | None = None) -> Path:
-    with path.open("w") as f:
-        for i in range(n):
-            row = {"responses_create_params": {"input": [{"role": "user", "content": f"q{i}"}]}}
-            if agents:
-                row["agent_ref"] = {"name": agents[i % len(agents)]}
-            f.write(json.dumps(row) + "\n")
-    return path
-
-
-def collector_cmd(rows: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "gym_compose.collect", "--input", str(rows), "--output-dir", str(out), *extra]
-
-
-def run_collector(ports, rows, out, *extra, timeout=120):
-    env = {**os.environ, "NEMO_GYM_CONFIG_DICT": config_yaml(ports)}
-    return subprocess.run(collector_cmd(rows, out, *extra), env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def keys(rows: list[dict]) -> list[tuple[int, int]]:
-    return [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
-
-
-# ---- tests ----
 
 def test_writes_exactly_one_row_per_rollout_and_the_artifacts(servers, tmp_path):
     port = servers("ok")

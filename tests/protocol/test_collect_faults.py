@@ -14,18 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from stacks import seed_verify_stack
-from test_collect_entry import (  # noqa: F401 (servers: fixture)
-    REPO,
-    collector_cmd,
-    config_yaml,
-    keys,
-    read_jsonl,
-    servers,
-    write_rows,
-)
 
 from gym_compose.collect import CollectOptions, collect
+from tests.support import REPO
+from tests.support.collector import collector_cmd, config_yaml, keys, read_jsonl, write_rows
+from tests.support.stacks import seed_verify_stack
 
 pytestmark = pytest.mark.protocol
 EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"

@@ -7,7 +7,9 @@ import os
 import subprocess
 
 import pytest
-from test_collect_entry import REPO, collector_cmd, config_yaml, servers, write_rows  # noqa: F401 (servers: fixture)
+
+from tests.support import REPO
+from tests.support.collector import collector_cmd, config_yaml, write_rows
 
 pytestmark = pytest.mark.protocol
 

@@ -15,9 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_sandbox_client import broker  # noqa: F401 (fixture: a broker on loopback, server "coder")
-
-from tests.e2e.test_nemo_gym_compat import nemo_gym_checkout  # noqa: F401 (fixture: the unpacked wheel)
 
 pytestmark = pytest.mark.protocol
 REPO = Path(__file__).resolve().parents[2]

@@ -8,13 +8,13 @@ import time
 
 import httpx
 import pytest
-from sandbox_fakes import FakeBackend, run_async
 
 from gym_compose.sandbox.broker.app import build_app
 from gym_compose.sandbox.broker.broker_errors import NoCapacity, Refused, SandboxGone
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import SERVER_HEADER, server_token
+from tests.support.sandbox_fakes import FakeBackend, run_async
 
 pytestmark = pytest.mark.protocol
 IMAGE = "gym-compose/sandbox:test"

@@ -4,15 +4,9 @@ loopback, itself on a fake engine whose sandboxes are local agent processes."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 
 import pytest
-import uvicorn
-from sandbox_fakes import FakeBackend, run_async
 
-from gym_compose.net.web import ErrorBoundary
 from gym_compose.sandbox import (
     AsyncSandbox,
     Sandbox,
@@ -23,59 +17,9 @@ from gym_compose.sandbox import (
     resolve_provider_config,
 )
 from gym_compose.sandbox import client as sandbox_client
-from gym_compose.sandbox.broker.app import build_app
-from gym_compose.sandbox.broker.pool import SandboxPool
-from gym_compose.sandbox.policy import BrokerSettings, SandboxPolicy
-from gym_compose.sandbox.tokens import server_token
+from tests.support.sandbox_fakes import run_async
 
 pytestmark = pytest.mark.protocol
-SECRET = "client-test-secret"
-
-
-class RecordingEngine(FakeBackend):
-    async def info(self):
-        self.loop = asyncio.get_running_loop()
-        return await super().info()
-
-
-class Broker:
-    def __init__(self, engine: RecordingEngine, pool: SandboxPool):
-        self.engine, self.pool = engine, pool
-
-    def kill(self, name: str, oom: bool) -> None:
-        asyncio.run_coroutine_threadsafe(self.engine.kill(name, oom=oom), self.engine.loop).result(30)
-
-    def live(self) -> list[str]:
-        return self.engine.live_names()
-
-
-@pytest.fixture
-def broker(tmp_path, monkeypatch):
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    engine = RecordingEngine()
-    policy = SandboxPolicy(server="coder", image="img", workdir=str(workdir), network="none", memory_bytes=256 << 20,
-                           timeout_s=20)
-    pool = SandboxPool(engine, BrokerSettings(project="c", servers={"coder": policy}))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(ErrorBoundary(build_app(pool, SECRET)), host="127.0.0.1", port=port,
-                                           lifespan="on", log_level="warning", loop="asyncio"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the broker did not start"
-        time.sleep(0.02)
-    token_file = tmp_path / "token"
-    token_file.write_text(server_token(SECRET, "coder"))
-    monkeypatch.setenv(sandbox_client.BROKER_ENV, f"http://127.0.0.1:{port}")
-    monkeypatch.setenv(sandbox_client.TOKEN_FILE_ENV, str(token_file))
-    monkeypatch.setenv(sandbox_client.INSTANCE_ENV, "coder")
-    yield Broker(engine, pool)
-    server.should_exit = True
-    thread.join(30)
 
 
 @run_async

@@ -8,13 +8,13 @@ import asyncio
 
 import httpx
 import pytest
-from sandbox_fakes import FakeBackend, run_async
 
 from gym_compose.sandbox.broker.app import build_app
 from gym_compose.sandbox.broker.broker_errors import Refused, StartFailed
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, sandbox_grant, server_token
+from tests.support.sandbox_fakes import FakeBackend, run_async
 
 pytestmark = pytest.mark.protocol
 SECRET = "project-secret"

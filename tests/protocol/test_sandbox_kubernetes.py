@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kube_fake import NAMESPACE, TOKEN, FakeKubernetes
-from sandbox_fakes import run_async
 
 from gym_compose.sandbox.broker.broker_errors import BackendError
 from gym_compose.sandbox.broker.kubernetes_backend import KubernetesBackend
@@ -17,6 +15,8 @@ from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.broker.pod import WAIT_FOR_ATTACH, pod_manifest
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
+from tests.support.kube_fake import NAMESPACE, TOKEN, FakeKubernetes
+from tests.support.sandbox_fakes import run_async
 
 pytestmark = pytest.mark.protocol
 IMAGE = "registry.example/gym/sandbox:1"

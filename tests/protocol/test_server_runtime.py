@@ -13,9 +13,9 @@ import httpx
 import pytest
 import yaml
 from conftest import NEMO_GYM_FIXTURES, SERVER_IMAGES
-from stacks import gymnasium_stack, point_proxy_at_mock, seed_verify_stack
 
 from gym_compose.net.http_client import HttpClient
+from tests.support.stacks import gymnasium_stack, point_proxy_at_mock, seed_verify_stack
 
 pytestmark = pytest.mark.protocol
 
@@ -44,7 +44,7 @@ def test_nemo_gym_fixture_rows_get_reward_one_through_the_proxy(tmp_path, api_mo
     config = point_proxy_at_mock(with_local_addresses(seed_verify_stack(WEATHER, proxied=True, api_mode=api_mode)))
     with LocalProcesses(config, server_dirs={WEATHER: SERVER_IMAGES / WEATHER}, log_dir=tmp_path) as stack:
         answers = run_all(stack.url("environment"), rows)
-    for row, answer in zip(rows, answers):
+    for row, answer in zip(rows, answers, strict=True):
         assert answer.status_code == 200, answer.text
         result = answer.json()
         assert result["reward"] == 1.0
@@ -70,7 +70,7 @@ def test_checking_verifier_tells_oracle_from_adversary(start_stack, mode, reward
 def test_blackjack_fixture_rows_end_terminated_or_truncated(start_stack):
     rows = fixture_rows("blackjack")
     stack = start_stack(gymnasium_stack("blackjack"), {"blackjack": SERVER_IMAGES / "blackjack"})
-    for row, answer in zip(rows, run_all(stack.url("environment"), rows)):
+    for row, answer in zip(rows, run_all(stack.url("environment"), rows), strict=True):
         assert answer.status_code == 200, answer.text
         result = answer.json()
         assert result["terminated"] or result["truncated"]

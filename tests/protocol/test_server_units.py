@@ -5,11 +5,11 @@ from __future__ import annotations
 import httpx
 import pytest
 import yaml
-from stacks import seed_verify_stack
 
 from gym_compose.server.context import ServerConfigError, load_context
 from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
 from gym_compose.server.models.mock_model import arguments_from_schema, plan_turn, wrong_answer
+from tests.support.stacks import seed_verify_stack
 
 CONFIG = {"head_server": {"host": "h", "port": 11000},
           "m": {"responses_api_models": {"openai_model": {"host": "m", "port": 8000, "openai_api_key": "secret://key"}}}}
@@ -180,9 +180,8 @@ def test_head_readiness_probe_that_cannot_run_names_the_server_and_exits_1(monke
 
 
 def test_the_local_target_closes_its_log_files_when_stopped(tmp_path, monkeypatch):
-    from stacks import mock_model
-
     from gym_compose.engine.targets import local_processes
+    from tests.support.stacks import mock_model
 
     opened = []
     real_open = open

@@ -20,7 +20,7 @@ import yaml
 
 from gym_compose.server.models.upstream import UpstreamCallConfig, UpstreamClient, UpstreamError, retry_after_seconds
 from tests.fakes.scripted_upstream import Answer, Hang, Reset, ScriptedUpstream, chat_completion
-from tests.protocol.stacks import seed_verify_stack
+from tests.support.stacks import seed_verify_stack
 
 pytestmark = pytest.mark.protocol
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from tests.view_browser import (
+from tests.support.view import FAILURE_MESSAGE, REPO, ServedView, write_synthetic_run
+from tests.support.view_browser import (
     PageWatch,
     browser,  # noqa: F401 (fixture)
     check_charts,
@@ -22,7 +23,6 @@ from tests.view_browser import (
     open_page,
     screenshot,
 )
-from tests.view_support import FAILURE_MESSAGE, REPO, ServedView, write_synthetic_run
 
 pytestmark = pytest.mark.protocol
 

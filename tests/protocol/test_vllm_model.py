@@ -127,7 +127,7 @@ def test_token_ids_arrive_in_the_rollout_rows_as_nemo_gym_shapes_them(start_stac
     output item in the row carries the turn's token ids, with NeMo Gym's item fields."""
     import yaml
 
-    from tests.protocol.stacks import seed_verify_stack
+    from tests.support.stacks import seed_verify_stack
 
     config = seed_verify_stack("example_single_tool_call")
     config["policy_model"] = {"responses_api_models": {"vllm_model": {

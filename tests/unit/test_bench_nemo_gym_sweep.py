@@ -1,15 +1,11 @@
-"""bench/bench_nemo_gym_servers.py: which config the sweep passes with a server's example rows,
+"""The NeMo Gym server sweep (bench/_support/nemo_gym_sweep.py, run by bench/bench_nemo_gym_servers.py): which config the sweep passes with a server's example rows,
 and the exclusions it decides before running a server."""
 
 import json
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-
-import bench_nemo_gym_servers as sweep  # noqa: E402
+from bench._support import nemo_gym_sweep as sweep
 
 
 def agent_block(name: str, resources_server: str) -> str:

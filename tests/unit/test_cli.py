@@ -1,12 +1,12 @@
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from gym_compose.cli.main import app
+from tests.support.cli import REPO, run_cli
 
 runner = CliRunner()
 
@@ -18,15 +18,7 @@ def test_help_lists_the_whole_command_tree():
         assert command in result.output
 
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The real entry point, with no `docker` on PATH: a check that should have stopped the command
-    first shows up as a Docker error (or, worse, a start), never as a pass."""
-    return subprocess.run([sys.executable, "-m", "gym_compose", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/nonexistent", "HOME": str(cwd), "PYTHONPATH": str(REPO)})
 
 
 @pytest.mark.parametrize("argv, says", [

@@ -15,22 +15,12 @@ from gym_compose.engine.targets.compose_project import NETWORK_DETACH_WAIT_S, Co
 from gym_compose.engine.targets.postmortem import describe_exit
 from gym_compose.errors import EngineFailure
 from tests.fakes.clock import FakeClock
+from tests.support.fake_docker_cli import install_fake_docker
 
 
 @pytest.fixture
 def engine(tmp_path, monkeypatch):
-    """engine(case_lines) installs a fake docker; returns a function giving the calls made so far."""
-    script = tmp_path / "docker"
-    log = tmp_path / "calls"
-    monkeypatch.setattr(docker_cli, "DOCKER", str(script))
-    monkeypatch.setattr(docker_cli, "RETRY_DELAYS_S", (0.01,))
-
-    def install(cases: str) -> callable:
-        script.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in\n{cases}\n*) ;;\nesac\n')
-        script.chmod(0o755)
-        return lambda: log.read_text().splitlines() if log.exists() else []
-
-    return install
+    return install_fake_docker(tmp_path, monkeypatch)
 
 
 def ps_row(service: str, state: str, exit_code: int = 0, one_off: bool = False, health: str = "") -> str:

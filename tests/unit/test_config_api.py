@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from gym_compose.config import ConfigRequest, find_implementation_dir, instances, load, redact, resolve_path
 
 

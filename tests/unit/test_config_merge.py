@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import textwrap
-
-import pytest
 from pathlib import Path
 
+import pytest
 
 from gym_compose.config import ConfigRequest, instances, load
 

@@ -3,7 +3,7 @@
 import shutil
 from pathlib import Path
 
-from tests.unit.test_cli import REPO, run_cli
+from tests.support.cli import REPO, run_cli
 
 BENCHMARK = "example_single_tool_call"
 QUIZ_CONFIG = """\

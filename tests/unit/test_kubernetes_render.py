@@ -20,7 +20,7 @@ from gym_compose.render.kubernetes import (
     quantity,
     write_manifests,
 )
-from tests.unit.test_plan_render import weather_config
+from tests.support.plans import weather_config
 
 K8S_VERSION = "1.30.0"
 IMAGES = {"base": "reg.example/gym/base:abc", "sandbox-broker": "reg.example/gym/sandbox_broker:def"}
@@ -160,7 +160,7 @@ def test_benchmark_manifests_pass_the_api_schemas(benchmark, tmp_path):
 
 
 def test_sandbox_networks_map_to_policies(tmp_path):
-    from tests.unit.test_sandbox_plan import config
+    from tests.support.plans import sandbox_stack_config as config
 
     for name in ("coder_impl", "plain_impl"):
         (tmp_path / "server_images" / name).mkdir(parents=True)

@@ -11,7 +11,7 @@ import pytest
 from gym_compose.engine.images import lean_images as images
 from gym_compose.engine.images import native_build, saved_images
 from gym_compose.errors import UserError
-from tests.unit.test_images import FakeEngine, make_implementation  # noqa: F401 - fixtures below
+from tests.support.image_engine import FakeEngine, make_implementation
 
 PYPROJECT = b'[build-system]\nrequires = ["scikit-build-core[pyproject]>=0.9.2"]\nbuild-backend = "x"\n'
 PKG_INFO = (b"Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: 0.3.36\n"

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from gym_compose.engine.images import nemo_gym_images
 from gym_compose.engine.images.image_settings import IMAGE_LABEL
-from tests.unit.test_images import engine, runtime_requirements  # noqa: F401  (fixtures)
 
 RUNTIME = "gym-compose/nemo-gym-runtime:test"
 

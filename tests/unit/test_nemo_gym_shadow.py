@@ -13,7 +13,7 @@ from gym_compose.engine import docker_cli
 from gym_compose.engine.images import nemo_gym_images, wheelhouse
 from gym_compose.errors import UserError
 from gym_compose.plan.requirements import shadowing_pins
-from tests.unit.test_images import FakeEngine
+from tests.support.image_engine import FakeEngine
 
 CLASH = ("ERROR: Cannot install datasets==4.0.0 because these package versions have conflicting dependencies.\n\n"
          "The conflict is caused by:\n    The user requested datasets==4.0.0\n"

@@ -13,7 +13,7 @@ from gym_compose.engine.targets.one_off import UnsupportedServiceKey, docker_run
 from gym_compose.plan.model import CollectorRun
 from gym_compose.plan.planner import plan_stack
 from gym_compose.render.compose import write_project
-from tests.unit.test_plan_render import IMAGES, roots, weather_config  # noqa: F401 (roots is a fixture)
+from tests.support.plans import IMAGES, weather_config
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """Plan and render: a merged config becomes a compose project, with no Docker involved."""
 
-from pathlib import Path
 
 import pytest
 import yaml
@@ -10,55 +9,7 @@ from gym_compose.errors import UserError
 from gym_compose.plan.model import HEAD_SERVICE, CollectorRun, StackOptions
 from gym_compose.plan.planner import SECRET_PREFIX, plan_stack, service_name
 from gym_compose.render.compose import compose_model, write_project
-
-
-def weather_config(api_key: str = "sk-very-secret") -> dict:
-    return {
-        "policy_base_url": "http://upstream.example:8000/v1",
-        "policy_api_key": api_key,
-        "policy_model_name": "m",
-        "server_spinup_timeout_seconds": 30,
-        "model_endpoint_readiness_timeout_seconds": 20,
-        "weather": {"resources_servers": {"weather_impl": {"entrypoint": "app.py", "domain": "agent"}}},
-        "Weather_Agent": {
-            "responses_api_agents": {
-                "simple_agent": {
-                    "entrypoint": "app.py",
-                    "resources_server": {"type": "resources_servers", "name": "weather"},
-                    "model_server": {"type": "responses_api_models", "name": "policy_model"},
-                }
-            }
-        },
-        "weather_env": {
-            "environment_servers": {
-                "legacy_agent": {
-                    "entrypoint": "app.py",
-                    "agent_server": {"type": "responses_api_agents", "name": "Weather_Agent"},
-                }
-            }
-        },
-        "policy_model": {
-            "responses_api_models": {
-                "openai_model": {
-                    "entrypoint": "app.py",
-                    "openai_base_url": "http://upstream.example:8000/v1",
-                    "openai_api_key": api_key,
-                    "openai_model": "m",
-                }
-            }
-        },
-    }
-
-
-@pytest.fixture
-def roots(tmp_path: Path) -> list[Path]:
-    impl = tmp_path / "server_images" / "weather_impl"
-    impl.mkdir(parents=True)
-    (impl / "app.py").write_text("print('hi')\n")
-    return [tmp_path]
-
-
-IMAGES = {"base": "gym-compose/base:abc"}
+from tests.support.plans import IMAGES, weather_config
 
 
 def test_service_names_are_dns_safe():

@@ -18,20 +18,11 @@ from gym_compose.render.compose import RenderOptions, compose_model, write_proje
 from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.policy import BrokerSettings, LeaseRequest, SandboxPolicy, parse_size, refusal
 from gym_compose.sandbox.tokens import server_token
+from tests.support.plans import SOCKET
+from tests.support.plans import sandbox_stack_config as config
 
 IMAGES = {"base": "gym-compose/base:abc", BROKER_SERVICE: "gym-compose/sandbox_broker:def",
           "sandbox:coder": "gym-compose/sandbox:123"}
-SOCKET = ("/var/run/docker.sock", 105, False)
-
-
-def config(sandbox_config=None, **server_keys) -> dict:
-    block = {"entrypoint": "app.py", **server_keys}
-    if sandbox_config is not None:
-        block["sandbox_config"] = sandbox_config
-    return {
-        "coder": {"resources_servers": {"coder_impl": block}},
-        "plain": {"resources_servers": {"plain_impl": {"entrypoint": "app.py"}}},
-    }
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from gym_compose.engine.images.image_registry import copy_images, push_images, registry_name
 from gym_compose.engine.targets.swarm_stack import SwarmStack
 from gym_compose.errors import EngineFailure
-from tests.unit.test_compose_engine import engine  # noqa: F401 - the fixture
+from tests.support.fake_docker_cli import install_fake_docker
 
 SERVICES = [
     {"ID": "9d1", "Mode": "replicated", "Name": "p_head", "Ports": "*:11000->11000/tcp", "Replicas": "1/1"},
@@ -26,6 +26,11 @@ TASKS = [
     {"CurrentState": "Complete 1 second ago", "DesiredState": "Shutdown", "Error": "",
      "Name": "p_collector.m3qdon1ovmacu3iouyy7g5ria"},
 ]
+
+
+@pytest.fixture
+def engine(tmp_path, monkeypatch):
+    return install_fake_docker(tmp_path, monkeypatch)
 
 
 def test_tasks_become_service_states(engine, tmp_path):

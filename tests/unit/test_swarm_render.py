@@ -8,9 +8,8 @@ import yaml
 from gym_compose.plan.model import CollectorRun, StackOptions
 from gym_compose.plan.planner import plan_stack
 from gym_compose.render.swarm import load_collector_spec, swarm_model, write_swarm_project
-from tests.unit.test_plan_render import weather_config
-from tests.unit.test_sandbox_plan import SOCKET
-from tests.unit.test_sandbox_plan import config as sandbox_config
+from tests.support.plans import SOCKET, weather_config
+from tests.support.plans import sandbox_stack_config as sandbox_config
 
 IMAGES = {"base": "gym-compose/base:abc", "sandbox-broker": "gym-compose/sandbox_broker:def",
           "sandbox:coder": "gym-compose/sandbox:123"}

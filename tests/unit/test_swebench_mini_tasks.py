@@ -37,7 +37,7 @@ def test_eight_varied_tasks_in_rows():
 
 
 def test_checked_in_rows_are_what_prepare_makes():
-    for row, task in zip(ROWS, task_folders(MINI / "tasks")):
+    for row, task in zip(ROWS, task_folders(MINI / "tasks"), strict=True):
         assert build_row(task, MINI / "scripts", "swebench_mini") == row, f"rerun prepare.py for {task.name}"
 
 

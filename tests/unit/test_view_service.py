@@ -15,7 +15,7 @@ from gym_compose.view.page import export_page, json_script
 from gym_compose.view.run_folder import resolve_run_folders
 from gym_compose.view.run_model import reward_histogram
 from gym_compose.view.service import TaskQuery, ViewService
-from tests.view_support import FAILURE_MESSAGE, REPO, failure_record, rollout_record, write_synthetic_run
+from tests.support.view import FAILURE_MESSAGE, REPO, failure_record, rollout_record, write_synthetic_run
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.view_support import artifact_path, chromium_executable, in_ci, launch_chromium
+from tests.support.view import artifact_path, chromium_executable, in_ci, launch_chromium
 
 LOCAL_SCHEMES = ("file", "blob", "data", "about")
 WAIT_MS = 60_000  # generous: the machine may be busy; every wait polls the DOM and ends early

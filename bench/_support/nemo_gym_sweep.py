@@ -1,0 +1,217 @@
+"""The NeMo Gym server sweep's decisions (bench/bench_nemo_gym_servers.py): which selector a server
+folder is run with, which agent its rows need, why a server cannot run here (credentials, data, a
+GPU stack, the internet at start-up), and a command run with a bound on its time."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gym_compose.plan.requirements import server_requirements
+
+EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
+URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")  # after nemo-gym's own lines are dropped
+GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
+                             re.IGNORECASE | re.MULTILINE)
+# Servers that fetch what they need from the internet when they start (found by running them; the
+# machine this runs on reaches PyPI and Debian only): excluded up front with the diagnosis.
+FETCHES_AT_START_UP = {
+    "bigcodebench": "internet at run time: builds a Python 3.10 venv with uv at start-up (bigcodebench, "
+                    "tensorflow and its requirements-eval.txt from GitHub; setup_bcb_venv.py)",
+    "bird_sql": "internet at run time: downloads the BIRD dev databases (bird-bench.oss-cn-beijing.aliyuncs.com) "
+                "at start-up (setup_bird_sql.py)",
+    "evalplus": "internet at run time: evalplus.data downloads the HumanEval+/MBPP+ release files "
+                "(github.com/evalplus/<name>_release/releases) at start-up (its image builds, protobuf 5.29.6 "
+                "and google-api-core 2.33.0 in the shadow layer)",
+    "ether0": "internet at run time: git-clones github.com/Future-House/ether0 at import of app.py "
+              "(setup_ether0.py; its image builds, Pillow==12.3.0 in the shadow layer)",
+    "interactive_browser": "internet at build time: a Chromium build that `playwright install` downloads "
+                           "(its default local backend drives one)",
+    "newton_bench": "internet at run time: git-clones github.com/HKUST-KnowComp/NewtonBench at start-up "
+                    "(setup_newton_bench.py)",
+    "spider2_lite": "internet at run time: downloads the Spider 2.0-Lite SQLite databases from Google Drive "
+                    "(drive.usercontent.google.com) at start-up (setup_spider2.py, from model_post_init)",
+}
+# Servers whose config class requires credentials of an outside service that their YAML leaves out.
+NEEDS_CREDENTIALS = {
+    "google_search": "an API key: Google Custom Search (google_api_key, google_cx are required fields)",
+    "competitive_coding_challenges": "a NeMo Skills code-execution sandbox service (NEMO_SKILLS_SANDBOX_HOST, "
+                                     "port 6000; waits 240 s for it at start-up)",
+    "widesearch": "a harness container image (its harness agent requires `image`), like deepsearchqa",
+    "deepsearchqa": "a harness container image and an Exa search key (its harness_exa_search agent requires "
+                    "`agent`, `image`; exa_api_key)",
+}
+# Servers that need data files their package does not ship (a path to supply, null in their YAML).
+NEEDS_DATA = {
+    "scicode": "SciCode's test_data.h5 staged and test_data_fpath set (null in scicode.yaml; verify raises "
+               "\"test_data_fpath is not configured\", so every rollout fails)",
+    "wordle": "data/guesses.txt, which the package lacks: generate_data.py makes it from word lists it downloads "
+              "from GitHub (ENABLE, SCOWL); /reset answers 500 FileNotFoundError without it",
+}
+# Servers whose own requirements pull a GPU stack transitively (the GPU_REQUIREMENT rule reads only
+# their direct lines): found from `pip install --dry-run --report` of their requirements.
+PULLS_GPU_STACK = {
+    "rolemrc": "a GPU stack through bert-score (it requires torch; PyPI's Linux torch 2.15 pulls 17 nvidia CUDA "
+               "wheels, several GB: the build outlasted 480 s) and the internet at run time for BERTScore's "
+               "roberta-large checkpoint (include_bertscore: true)",
+}
+# Games whose /step answers HTTP 400 to a reply without their action tags: NeMo Gym's gymnasium_agent
+# raises on it (raise_for_status) and the rollout fails there too, so the mock model's fixed sentence
+# cannot complete a row; they need a model that plays.
+NEEDS_A_PLAYER = {
+    "grl_sokoban": "a model that plays: /step answers 400 (\"Unable to parse action\") to a reply with no "
+                   "<action>Up|Down|Left|Right</action> tag or move word",
+    "grl_tetris": "a model that plays: /step answers 400 without <action>Left|Right|Down</action> tags",
+}
+
+
+def selector(server_dir: Path) -> str | None:
+    """The config a NeMo Gym user passes with the example rows: among `configs/<name>.yaml` and the
+    other flavors (alphabetical), the first that defines every agent the rows' `agent_ref` names
+    (format_verification's rows name `freeform_formatting_simple_agent`, which only
+    `freeform_formatting.yaml` defines); when none does, `configs/<name>.yaml`, else the first flavor."""
+    configs = server_dir / "configs"
+    flavors = sorted(configs.glob("*.yaml")) if configs.is_dir() else []
+    if not flavors:
+        return None
+    flavors.sort(key=lambda path: path.stem != server_dir.name)  # stable: <name>.yaml first
+    named = row_agents(server_dir / "data" / "example.jsonl")
+    chosen = next((path for path in flavors if named and named <= defined_agents(path)), flavors[0])
+    return server_dir.name if chosen.stem == server_dir.name else f"{server_dir.name}/{chosen.stem}"
+
+
+def row_agents(rows: Path) -> set[str]:
+    """The agent names the rows' `agent_ref` entries give (NeMo Gym routes each row to it)."""
+    named: set[str] = set()
+    for row in read_jsonl(rows):
+        reference = row.get("agent_ref") or {}
+        if isinstance(reference, dict) and reference.get("name"):
+            named.add(reference["name"])
+    return named
+
+
+def defined_agents(config_file: Path) -> set[str]:
+    """Top-level instances of this config file that are agents (`responses_api_agents:`)."""
+    try:
+        data = yaml.safe_load(config_file.read_text()) or {}
+    except yaml.YAMLError:
+        return set()
+    return {key for key, value in data.items() if isinstance(value, dict) and "responses_api_agents" in value} \
+        if isinstance(data, dict) else set()
+
+
+def walk(node: Any, path: str = ""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from walk(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from walk(value, f"{path}[{index}]")
+    else:
+        yield path, node
+
+
+def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: str = "") -> str | None:
+    """Why this server cannot run here (no external service reachable, no GPU), or None."""
+    if config is None:
+        lowered = resolve_error.lower()
+        for word, why in (("judge", "needs a judge model"), ("genrm", "needs a judge model"),
+                          ("api_key", "needs an API key"), ("base_url", "needs a real model endpoint"),
+                          ("policy_base_url", "needs a real model endpoint")):
+            if word in lowered:
+                return f"{why} ({resolve_error[:120]})"
+        unset = re.search(r"interpolation \$\{([^}]+)\} in (\S+) has no target", resolve_error)
+        if unset:  # NeMo Gym stops on it too: a value (image, path, endpoint) the user must supply
+            return f"leaves {unset.group(1)} unset (used by {unset.group(2)}): a value to supply"
+        return None
+    if server_dir.name in NEEDS_CREDENTIALS:
+        return f"needs {NEEDS_CREDENTIALS[server_dir.name]}"
+    if server_dir.name in FETCHES_AT_START_UP:
+        return f"needs the {FETCHES_AT_START_UP[server_dir.name]}"
+    if server_dir.name in NEEDS_DATA:
+        return f"needs {NEEDS_DATA[server_dir.name]}"
+    if server_dir.name in NEEDS_A_PLAYER:
+        return f"needs {NEEDS_A_PLAYER[server_dir.name]}"
+    if server_dir.name in PULLS_GPU_STACK:
+        return f"needs {PULLS_GPU_STACK[server_dir.name]}"
+    requirements = server_requirements(server_dir)
+    extra_models = [key for key, value in config.items() if isinstance(value, dict)
+                    and "responses_api_models" in value and key != "policy_model"]
+    if extra_models:
+        return f"needs a second model server ({', '.join(extra_models)}: a judge or user simulator)"
+    for path, value in walk(config):
+        if path.startswith("policy_"):
+            continue
+        if value == "???":
+            return f"leaves {path} open (a key or endpoint to supply)"
+        leaf = path.rsplit(".", 1)[-1]
+        if "sandbox" in leaf.lower() and value not in (None, False, "", {}):
+            return "needs a sandbox provider"
+        if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value and "policy" not in path.split(".")[0] \
+                and not path.startswith("policy_model"):
+            return f"needs an external service ({path})"
+    if GPU_REQUIREMENT.search(requirements):
+        return "needs a GPU stack (torch/vllm/CUDA packages)"
+    if URL_REQUIREMENT.search(requirements):
+        return "needs the internet at build time (git/URL requirement)"
+    fetched = uv_url_sources(server_dir)
+    if fetched:
+        return f"needs the internet at build time ({', '.join(fetched)} from git/URL in [tool.uv.sources])"
+    return None
+
+
+def uv_url_sources(server_dir: Path) -> list[str]:
+    """Packages its pyproject.toml takes from git or a URL (NeMo Gym installs them with uv; the
+    name on PyPI may be another package, e.g. code_fim's human-eval-infilling is an empty stub)."""
+    pyproject = server_dir / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    try:
+        sources = tomllib.loads(pyproject.read_text()).get("tool", {}).get("uv", {}).get("sources", {})
+    except tomllib.TOMLDecodeError:
+        return []
+    return sorted(name for name, source in sources.items()
+                  if isinstance(source, dict) and ("git" in source or "url" in source))
+
+
+def agent_override(config: dict[str, Any], rows: Path) -> list[str]:
+    """`++agent_name=<agent>` when the rows name an agent the config does not define and the config
+    has exactly one: NeMo Gym's collector stops on such rows too, and its users pass +agent_name."""
+    agents = [key for key, value in config.items() if isinstance(value, dict) and "responses_api_agents" in value]
+    if len(agents) == 1 and row_agents(rows) - set(agents):
+        return [f"++agent_name={agents[0]}"]
+    return []
+
+
+def run_bounded(command: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:
+    """(exit status, or None when it ran past `timeout`; stdout + stderr). The command runs in its own
+    process group, all of which is stopped at the timeout: killing `up` alone left its `docker build`
+    running on, orphaned, building what the next server's `up` then built a second time."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+        return None, output
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []

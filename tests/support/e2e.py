@@ -1,0 +1,53 @@
+"""The end-to-end tests' helpers: the real CLI in a subprocess, what Docker holds of a project,
+the files a run wrote."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "gym_compose"]
+LABEL = "io.gym-compose.project"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def gym_compose(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def labelled(kind: str, project: str) -> list[str]:
+    listing = {"container": ["ps", "-aq"], "network": ["network", "ls", "-q"], "volume": ["volume", "ls", "-q"]}[kind]
+    out = subprocess.run(
+        ["docker", *listing, "--filter", f"label={LABEL}={project}"], capture_output=True, text=True, timeout=60
+    )
+    return out.stdout.split()
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def only_run_dir(results: Path) -> Path:
+    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def run_rows(nemo_gym: Path, project: str, tmp_path: Path, server: str) -> tuple[list[dict], str]:
+    rows = nemo_gym / "resources_servers" / server / "data" / "example.jsonl"
+    up = gym_compose("up", "-p", project, "--head-port", str(free_port()), "--search-dir", str(nemo_gym),
+                     "--resources-server", server, "--input", str(rows), cwd=tmp_path, timeout=3000)
+    assert up.returncode == 0, (up.stdout + up.stderr)[-4000:]
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert labelled("container", project) == []
+    rollouts = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == len(rows.read_text().splitlines())
+    return rollouts, up.stdout + up.stderr
