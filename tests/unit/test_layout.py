@@ -1,6 +1,7 @@
 """The top level the product card names: server_images/ builds images, configs/ does not, each
 benchmark holds its own config, data and prepare script, and no test reads outside the repo."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -65,3 +66,46 @@ def test_no_test_reads_a_folder_outside_the_repository():
                  for path in (REPO / folder).rglob("*.py")
                  if path != Path(__file__).resolve() and outside.search(path.read_text())]
     assert offenders == []
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers live in tests/support/ and fixtures in conftest.py files, so a test module is
+    never imported for its helpers (its tests would run twice and its fixtures shadow others)."""
+    imported = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            imported += [f"{path.relative_to(REPO)}: {name}" for name in names
+                         if name.rpartition(".")[2].startswith("test_")]
+    assert imported == []
+
+
+def layout_tree() -> tuple[set[str], set[str], set[str]]:
+    """What docs/development.md's tree names under gym_compose/: its top-level modules, its
+    packages, and the packages inside them (indented under their parent)."""
+    text = (REPO / "docs" / "development.md").read_text()
+    block = text[text.index("```\ngym_compose/\n") + 4:]
+    block = block[:block.index("```")]
+    modules, packages, nested, parent = set(), set(), set(), None
+    for line in block.splitlines()[1:]:
+        if not line.startswith("  "):
+            break  # the repository's other folders
+        words = line.split()
+        if line.startswith("    ") and not line.startswith("     ") and words[0].endswith("/"):
+            nested.add(f"{parent}/{words[0].rstrip('/')}")
+        elif line.startswith("  ") and not line.startswith("   "):
+            if words[0].endswith("/"):
+                parent = words[0].rstrip("/")
+                packages.add(parent)
+            else:
+                modules |= {word for word in words if word.endswith(".py")}
+    return modules, packages, nested
+
+
+def test_the_layout_tree_in_development_md_names_every_package_and_top_level_module():
+    package = REPO / "gym_compose"
+    modules, packages, nested = layout_tree()
+    assert modules == {path.name for path in package.glob("*.py")}
+    assert packages == {path.parent.name for path in package.glob("*/__init__.py")}
+    assert nested and all((package / name / "__init__.py").is_file() for name in nested), nested
