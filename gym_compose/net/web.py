@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 from gym_compose.contract import READY_PATH
-from gym_compose.net.http_client import PeerStatusError
 
 __all__ = ["READY_PATH"]  # and the helpers below
 
@@ -80,6 +79,8 @@ def server_error_body(error: Exception, server_name: str, path: Optional[str]) -
     """The one 500 body every server answers for an uncaught error. An error that came from a
     peer's error answer (PeerStatusError) carries the peer's `cause` on, so the caller at the end of
     the chain reads where it started: `{type, error, server, path}` of the first server that failed."""
+    from gym_compose.net.http_client import PeerStatusError  # here: the head serves without the client
+
     body: dict[str, Any] = {"error": str(error) or type(error).__name__, "type": type(error).__name__,
                             "server": server_name, "path": path}
     if isinstance(error, PeerStatusError) and error.cause is not None:
