@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import shutil
 import sys
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from gym_compose.config import LoadedConfig
 from gym_compose.console import say
 from gym_compose.engine.target import DeployedStack
 from gym_compose.errors import UserError
+from gym_compose.plan import Stack
 from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
-from gym_compose.runs.run_inputs import CollectionArgs, plan_run, write_run_inputs
+from gym_compose.runs.run_inputs import CollectionArgs, PlannedRun, plan_run, write_run_inputs
 from gym_compose.runs.summary import print_summary
 from gym_compose.runs.supervision import (
     CollectorOutcome,
@@ -36,7 +39,7 @@ from gym_compose.stack.lifecycle import (
     stack_service_names,
     start_servers,
 )
-from gym_compose.stack.state import deployed_stack, project_dir, remember_target
+from gym_compose.stack.state import deployed_stack, owning_project, project_dir, remember_target
 from gym_compose.stack.teardown import down_quietly, stop_and_remove
 from gym_compose.swe.preflight import check_pulled_images
 
@@ -57,6 +60,15 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots, collection.input_file)
     planned = plan_run(loaded, stack, collection)
+    # Serving, this command owns the project from before its first check to its stack's removal;
+    # --no-serve collects against a stack another command owns (an attached `up` holds it).
+    with owning_project(stack.project) if serve else nullcontext():
+        return _collect(loaded, stack, planned, collection, serve, keep, pinned_images, rerun_of, check_images)
+
+
+def _collect(loaded: LoadedConfig, stack: Stack, planned: PlannedRun, collection: CollectionArgs, serve: bool,
+             keep: bool, pinned_images: dict[str, str] | None, rerun_of: Path | None,
+             check_images: Callable[[dict[str, str]], None] | None) -> int:
     target = stack.options.target
     deployed = deployed_stack(stack.project, target)
     if serve:
