@@ -246,7 +246,9 @@ def eval_rerun(
 
     The same resolved config (secrets masked in the manifest are asked for again: --model-api-key,
     env.yaml, or ++PATH=VALUE), the same images by id, the same rows (input.jsonl) and collector
-    options. Other overrides change the config, as in any command. Then compare the two runs with
+    options. Other overrides change the config, as in any command. Docker settings of the manifest
+    that a fresh `up` would not give (host mounts, added capabilities, root, a writable root) are
+    left out unless given again here (the rerun names each). Then compare the two runs with
     `gym-compose eval compare`.
     """
     from gym_compose.runs.rerun import rerun_command

@@ -1,6 +1,8 @@
 """`gym-compose eval rerun RUN_DIR`: a finished run again, from its manifest alone, into a new
 run folder: the same resolved config (secrets asked for again), the same images by id, the same
-rows (the run folder's input.jsonl) and collector options.
+rows (the run folder's input.jsonl) and collector options. The manifest's docker settings get no
+more than a fresh `up` gives (`rerun_policy`), and its collector options are checked like a
+command line's.
 
 An image of the manifest that is gone is named; with --rebuild (or a yes at the prompt) it is
 built again from this checkout's recipe, which must be the same recipe: the image tags carry a
@@ -21,6 +23,7 @@ import yaml
 from gym_compose.config import ConfigRequest
 from gym_compose.errors import UserError
 from gym_compose.runs.rerun_config import INPUT_FILE, masked_paths, read_manifest, rerun_config
+from gym_compose.runs.rerun_policy import apply_rerun_policy, policy_report
 
 RERUN_SUFFIX = "-rerun"
 
@@ -117,6 +120,8 @@ def rerun_command(run_dir: Path, options: Any, overrides: list[str], model_api_k
     if model_api_key is not None:
         given["policy_api_key"] = model_api_key
     config = rerun_config(manifest, given, (cwd or Path.cwd()))
+    for line in policy_report(*apply_rerun_policy(config)):  # the manifest gets no more than a fresh `up`
+        say(line)
     collection_record = manifest.get("collection") or {}
     pinned, to_rebuild = pin_images(manifest, rebuild, ask=sys.stdin.isatty())
     prompt = run_dir / "prompt_config.yaml"
