@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from gym_compose.collect.artifacts import ArtifactPaths
 from gym_compose.config import LoadedConfig
 from gym_compose.console import say
 from gym_compose.engine.target import DeployedStack
@@ -25,6 +26,7 @@ from gym_compose.runs.run_folders import claim_run_dir
 from gym_compose.runs.run_inputs import CollectionArgs, PlannedRun, plan_run, write_run_inputs
 from gym_compose.runs.summary import print_summary
 from gym_compose.runs.supervision import (
+    COLLECTOR_LOG,
     CollectorOutcome,
     refuse_second_collector,
     require_running,
@@ -49,6 +51,27 @@ __all__ = ["CollectionArgs", "run_collection"]
 def rendered_file(project: DeployedStack | None) -> Path | None:
     """The compose (or swarm stack) file the run was served from, copied into the run folder."""
     return getattr(project, "compose_file", None)
+
+
+def missing_rollouts(run_dir: Path, planned: PlannedRun, outcome: CollectorOutcome) -> str | None:
+    """A collector that says every rollout succeeded must have written each where the run says:
+    never report success for a run folder that lacks them."""
+    if outcome.exit_code != 0 or outcome.stopped_for:
+        return None
+    path = ArtifactPaths(run_dir).rollouts
+    written = count_lines(path)
+    if written >= planned.rollouts:
+        return None
+    return (f"the collector exited 0, but {path} holds {written} of the run's {planned.rollouts} rollouts: "
+            "it wrote them somewhere else or not at all")
+
+
+def count_lines(path: Path) -> int:
+    """Non-blank lines of a file (0 when it is missing), without parsing them."""
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as source:
+        return sum(1 for line in source if line.strip())
 
 
 def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool,
@@ -109,12 +132,15 @@ def _collect(loaded: LoadedConfig, stack: Stack, planned: PlannedRun, collection
         raise
     write_manifest(run_dir, loaded.data, rendered_file(project), images, started_at, outcome.exit_code,
                    record, facts)
+    missing = missing_rollouts(run_dir, planned, outcome)
     print_summary(run_dir)
     print(f"results: {run_dir}")
     if serve and not keep:
         stop_and_remove(project)
     elif serve:
         say(f"stack left running (--keep); stop it with `gym-compose down -p {stack.project}`")
+    if missing:
+        raise UserError(missing, hint=f"the collector's output is in {run_dir / COLLECTOR_LOG}", exit_code=1)
     if outcome.stopped_for:
         raise UserError(
             f"the run was stopped: {outcome.stopped_for}",

@@ -22,7 +22,7 @@ import yaml
 
 from gym_compose.config import ConfigRequest
 from gym_compose.errors import UserError
-from gym_compose.runs.rerun_config import INPUT_FILE, masked_paths, read_manifest, rerun_config
+from gym_compose.runs.rerun_config import INPUT_FILE, MANIFEST_FILE, masked_paths, read_manifest, rerun_config
 from gym_compose.runs.rerun_policy import apply_rerun_policy, policy_report
 
 RERUN_SUFFIX = "-rerun"
@@ -130,6 +130,7 @@ def rerun_command(run_dir: Path, options: Any, overrides: list[str], model_api_k
         input_file=run_dir / INPUT_FILE,
         run_name=run_name or rerun_name(run_dir),
         collector_args=list(collection_record.get("collector_args") or []),
+        collector_args_from=f"{run_dir / MANIFEST_FILE}: collection.collector_args",
         num_repeats=collection_record.get("num_repeats"),
         prompt_config=prompt if collection_record.get("prompt_config") and prompt.is_file() else None,
     )
