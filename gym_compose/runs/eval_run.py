@@ -23,7 +23,7 @@ from gym_compose.errors import UserError
 from gym_compose.plan import Stack
 from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
-from gym_compose.runs.run_inputs import CollectionArgs, PlannedRun, plan_run, write_run_inputs
+from gym_compose.runs.run_inputs import CollectionArgs, PlannedRun, check_input_files, plan_run, write_run_inputs
 from gym_compose.runs.summary import print_summary
 from gym_compose.runs.supervision import (
     COLLECTOR_LOG,
@@ -80,6 +80,7 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`.
     `pinned_images` (key -> image) are used as they are instead of built, and `check_images` sees
     the images before anything starts (`eval rerun`)."""
+    check_input_files(collection)  # before the config's own checks read the rows
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots, collection.input_file)
     planned = plan_run(loaded, stack, collection)

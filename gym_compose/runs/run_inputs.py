@@ -46,9 +46,8 @@ class PlannedRun:
 
 def plan_run(loaded: LoadedConfig, stack: Stack, collection: CollectionArgs) -> PlannedRun:
     """Check every input row and collector option, as the collector will; write nothing."""
+    check_input_files(collection)
     if collection.input_file is not None:
-        if not collection.input_file.is_file():
-            raise UserError(f"input file {collection.input_file} does not exist")
         datasets = []
         num_repeats = collection.num_repeats
     else:
@@ -59,8 +58,6 @@ def plan_run(loaded: LoadedConfig, stack: Stack, collection: CollectionArgs) -> 
                 hint="select one with --benchmark NAME, or pass rows with --input FILE",
             )
         num_repeats = collection.num_repeats or uniform_num_repeats(datasets)
-    if collection.prompt_config is not None and not collection.prompt_config.is_file():
-        raise UserError(f"prompt config {collection.prompt_config} does not exist")
     check_passed_through(collection.collector_args, collection.collector_args_from)
     extra = list(collection.collector_args)
     if num_repeats:
@@ -72,6 +69,22 @@ def plan_run(loaded: LoadedConfig, stack: Stack, collection: CollectionArgs) -> 
         extra += ["--prompt-config", f"{COLLECTOR_RESULTS}/{PROMPT_CONFIG_FILE}"]
     name = collection.run_name or default_run_name(collection, datasets)
     return PlannedRun(name=name, datasets=datasets, collector_args=extra, rollouts=rollouts)
+
+
+def check_input_files(collection: CollectionArgs) -> None:
+    """--input and --prompt-config name files; say what is wrong with one that is not a file."""
+    for option, path, expected in (("--input", collection.input_file, "a JSONL file of rows, one JSON object a line"),
+                                   ("--prompt-config", collection.prompt_config,
+                                    "a YAML file with a `user` (and `system`) template")):
+        if path is None or path.is_file():
+            continue
+        if path.is_dir():
+            inside = sorted(item.name for item in path.glob("*.jsonl"))[:3] if option == "--input" else []
+            raise UserError(f"{option} {path} is a directory; it takes {expected}",
+                            hint=f"e.g. {option} {path / inside[0]}" if inside else f"pass {expected} to {option}")
+        raise UserError(f"{option} {path} does not exist" + ("" if path.parent.is_dir() else
+                                                           f" (nor does its folder {path.parent})"),
+                        hint=f"{option} takes {expected}")
 
 
 def check_passed_through(args: list[str], source: str) -> None:
