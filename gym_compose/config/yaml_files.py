@@ -61,11 +61,11 @@ def check_alias_expansion(text: str, path: Path, limit: int = MAX_ALIAS_VALUES) 
             if event.anchor is not None:
                 sizes[event.anchor] = size
         elif isinstance(event, yaml.AliasEvent):
-            line = event.start_mark.line + 1
+            line = event.start_mark.line + 1 if event.start_mark is not None else "?"
             if any(anchor == event.anchor for anchor, _ in open_nodes):
                 raise UserError(f"{path}, line {line}: alias *{event.anchor} refers to a node it is inside of",
                                 hint="a config cannot hold itself; copy the values it needs instead")
-            size = sizes.get(event.anchor, 1)  # an undefined alias is the parser's error, raised below
+            size = sizes.get(event.anchor or "", 1)  # an undefined alias is the parser's error, raised below
             added += size
             if added > limit:
                 raise UserError(
