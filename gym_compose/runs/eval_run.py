@@ -125,14 +125,14 @@ def _collect(loaded: LoadedConfig, stack: Stack, planned: PlannedRun, collection
     except BaseException:
         if outcome is not None and project is not None:  # before `down` forgets the compose file
             write_manifest(run_dir, loaded.data, rendered_file(project), images, started_at, outcome.exit_code,
-                           record, facts)
+                           record, facts, loaded.from_environment)
         if serve and not keep and project is not None:
             down_quietly(project)
         if outcome is None and created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     write_manifest(run_dir, loaded.data, rendered_file(project), images, started_at, outcome.exit_code,
-                   record, facts)
+                   record, facts, loaded.from_environment)
     missing = missing_rollouts(run_dir, planned, outcome)
     print_summary(run_dir)
     print(f"results: {run_dir}")

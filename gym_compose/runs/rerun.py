@@ -122,6 +122,13 @@ def rerun_command(run_dir: Path, options: Any, overrides: list[str], model_api_k
     config = rerun_config(manifest, given, (cwd or Path.cwd()))
     for line in policy_report(*apply_rerun_policy(config)):  # the manifest gets no more than a fresh `up`
         say(line)
+    expressions = (manifest.get("provenance") or {}).get("environment") or {}
+    if expressions:
+        from gym_compose.config.host_environment import env_names
+
+        names = sorted({name for text in expressions.values() if isinstance(text, str) for name in env_names(text)})
+        say(f"rerun: {len(expressions)} value(s) the run took from its host's environment are taken from this "
+            f"one's: {', '.join(names) or '(none named)'}")
     collection_record = manifest.get("collection") or {}
     pinned, to_rebuild = pin_images(manifest, rebuild, ask=sys.stdin.isatty())
     prompt = run_dir / "prompt_config.yaml"
