@@ -98,7 +98,8 @@ def test_a_run_where_every_rollout_failed_flips_every_task_that_passed(tmp_path)
     a = write_run(tmp_path / "a", {"1+1": [1.0], "2+2": [1.0]})
     b = write_run(tmp_path / "b", {"1+1": [1.0], "2+2": [1.0]})
     (b / "rollouts.jsonl").write_text("")
-    (b / "rollouts_failures.jsonl").write_text(json.dumps(failure("1+1", 0)) + "\n" + json.dumps(failure("2+2", 1)) + "\n")
+    failed = [failure("1+1", 0), failure("2+2", 1)]
+    (b / "rollouts_failures.jsonl").write_text("".join(json.dumps(row) + "\n" for row in failed))
     comparison = compare(load_run(a), load_run(b))
     assert [(old.passed, new.passed, new.mean) for old, new in comparison.flipped] == [(True, False, 0.0)] * 2
     assert "2 flipped (2 pass -> fail, 0 fail -> pass)" in report(comparison)
