@@ -27,7 +27,14 @@ from gym_compose.errors import UserError
 from gym_compose.plan import Stack, StackOptions, plan_stack
 from gym_compose.render import CollectorRun, RenderOptions, wait_timeout_seconds, write_project
 from gym_compose.stack.log_following import attach
-from gym_compose.stack.state import deployed_stack, existing_project, forget_project, project_dir, remember_target
+from gym_compose.stack.state import (
+    deployed_stack,
+    existing_project,
+    forget_project,
+    owning_project,
+    project_dir,
+    remember_target,
+)
 from gym_compose.stack.table import print_services
 from gym_compose.stack.teardown import down_quietly
 
@@ -131,7 +138,8 @@ def project_states(stack: DeployedStack) -> list[ServiceState]:
 
 
 def refuse_if_running(project_name: str, target: str = "compose") -> None:
-    """Two commands must not drive one project: the second would recreate the first's containers."""
+    """Two commands must not drive one project: the second would recreate the first's containers.
+    Asked while holding the project (`state.owning_project`), so no other command is creating it."""
     if target == "swarm":
         from gym_compose.engine.swarm import require_swarm
 
@@ -173,14 +181,15 @@ def up_command(args: StackArgs, detach: bool) -> None:
 
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots)
-    refuse_if_running(stack.project, stack.options.target)
-    _, project = build_and_render(stack, project_dir(stack.project))
-    remember_target(stack.project, stack.options.target)
-    start_servers(stack, project)
-    if detach:
-        say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
-        return
-    attach(project, stack_service_names(stack))
+    with owning_project(stack.project):  # -d: until the stack is up; attached: until it is removed
+        refuse_if_running(stack.project, stack.options.target)
+        _, project = build_and_render(stack, project_dir(stack.project))
+        remember_target(stack.project, stack.options.target)
+        start_servers(stack, project)
+        if detach:
+            say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
+            return
+        attach(project, stack_service_names(stack))
 
 
 def down_command(project_name: str) -> None:
