@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gym_compose.plan import service_name
 from tests.e2e import PROJECT_PREFIX
 from tests.e2e.model_gate import calls_held, gated, open_gate
 from tests.e2e.test_stack import CLI, free_port, gym_compose, labelled
@@ -26,13 +27,16 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(480)]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
-SERVERS = {  # service -> instance (the name in the config and in the failure rows)
-    "example-single-tool-call-environment-server": "example_single_tool_call_environment_server",
-    "example-single-tool-call-simple-agent": "example_single_tool_call_simple_agent",
-    "example-single-tool-call": "example_single_tool_call",
-    "policy-model": "policy_model",
-    "head": "head",
-}
+INSTANCES = ["example_single_tool_call_environment_server", "example_single_tool_call_simple_agent",
+             "example_single_tool_call", "policy_model", "head"]  # as in the config and the failure rows
+
+
+def servers(project: str) -> dict[str, str]:
+    """Service -> instance. A long project shortens the long service names (gym_compose/names.py):
+    the kills, the messages and the peers' addresses all use the shortened ones."""
+    return {("head" if instance == "head" else service_name(instance, project)): instance for instance in INSTANCES}
+
+
 WAIT_S = 120
 GATE = 80  # model calls answered per opening of its gate (two a rollout); tests/e2e/model_gate.py
 
@@ -151,7 +155,7 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
     results = tmp_path / "results"
 
     folder = None
-    for number, (service, instance) in enumerate(SERVERS.items()):
+    for number, (service, instance) in enumerate(servers(project).items()):
         # counted before the collector starts: it may finish rollouts before the test looks
         before = complete_lines(folder / "rollouts.jsonl") if folder else 0
         failures_before = complete_lines(folder / "rollouts_failures.jsonl") if folder else 0
