@@ -58,7 +58,7 @@ def _checked_project_name(project: str) -> str:
 
 
 PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar=PROJECT_ENV,
-                         callback=_checked_project_name, help="Compose project name.")
+                         callback=_checked_project_name, help="Compose project name (at most 46 characters, so every name made from it fits: docs/deploy.md#names).")
 DEFAULT_PROJECT = "gym-compose"
 
 STACK_OPTIONS: dict[str, tuple[Any, Any]] = {
