@@ -20,6 +20,7 @@ import typer
 from gym_compose.config.request import ConfigRequest
 from gym_compose.contract import HEAD_PORT, PROJECT_ENV
 from gym_compose.errors import UserError
+from gym_compose.names import MAX_PROJECT
 
 STACK_COMMAND = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -81,7 +82,7 @@ def _checked_project_name(project: str) -> str:
 
 
 PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar=PROJECT_ENV,
-                         callback=_checked_project_name, help="Compose project name.")
+                         callback=_checked_project_name, help=f"Compose project name (at most {MAX_PROJECT} characters, so every name made from it fits: docs/deploy.md#names).")
 DEFAULT_PROJECT = "gym-compose"
 
 STACK_OPTIONS: dict[str, tuple[Any, Any]] = {

@@ -34,6 +34,7 @@ from gym_compose.contract import (
 )
 from gym_compose.errors import UserError
 from gym_compose.inference_engines import LOCAL_VLLM, VLLM_PORT, engine_base_url, local_vllm_engine
+from gym_compose.names import MAX_PROJECT, dns_safe, project_too_long, service_budget, shortened
 from gym_compose.runtime_choice import LEAN, choose_runtime
 from gym_compose.sandbox_stack.names import declares_sandboxes
 from gym_compose.service_spec import Limits, Mount, Overrides, Probe, Scheduling, read_docker_block
@@ -103,18 +104,13 @@ def session_key_secret(service: str) -> str:
     return f"{SESSION_KEY_SECRET}.{service}"
 
 
-MAX_DNS_LABEL = 63  # a service name is a host name on the stack's network
-
-
-def service_name(instance_name: str) -> str:
-    """A DNS-safe compose service name for an instance name."""
-    name = re.sub(r"[^a-z0-9-]+", "-", instance_name.lower()).strip("-")
+def service_name(instance_name: str, project: str = "gym-compose") -> str:
+    """A DNS-safe service name for an instance name, short enough for every name a target makes
+    of it and the project (names.py); a longer one is cut and ends in a hash of the instance name."""
+    name = dns_safe(instance_name)
     if not name:
         raise UserError(f"server instance name {instance_name!r} has no letters or digits")
-    if len(name) > MAX_DNS_LABEL:  # peers could not resolve it (e.g. Python's idna codec refuses it)
-        digest = hashlib.sha256(instance_name.encode()).hexdigest()[:8]
-        name = name[:MAX_DNS_LABEL - len(digest) - 1].rstrip("-") + "-" + digest
-    return name
+    return shortened(name, service_budget(project), original=instance_name)
 
 
 TIMEOUT_KEYS = ("server_spinup_timeout_seconds", "model_endpoint_readiness_timeout_seconds")
@@ -126,6 +122,9 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
             raise UserError(f"{key} must be a number of seconds (0 or more), got {value!r}",
                             hint=f"e.g. ++{key}=120")
+    too_long = project_too_long(options.project)
+    if too_long:
+        raise UserError(too_long, hint=f"use a project name of at most {MAX_PROJECT} characters (-p NAME)")
     found = instances(data)
     if not found:
         data_blocks = [f"{b.name}.{b.server_type}.{b.implementation}" for b in without_entrypoint(data)]
@@ -139,7 +138,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     services: list[Service] = []
     taken: dict[str, str] = {}
     for instance in found:
-        name = service_name(instance.name)
+        name = service_name(instance.name, options.project)
         if name in (HEAD_SERVICE, COLLECTOR_SERVICE):
             name = f"{name}-server"
         if name in taken:
@@ -191,7 +190,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
             key_name = session_key_secret(service.name)
             secrets[key_name] = token_hex(32)
             service.secrets.append(key_name)
-    engines, volumes = _inference_engines(services, network_config, host_config)
+    engines, volumes = _inference_engines(services, network_config, host_config, service_budget(options.project))
     network_config[HEAD_INSTANCE] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
     host_config[HEAD_INSTANCE] = {"host": options.bind_address, "port": options.head_port}
 
@@ -215,8 +214,8 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     )
 
 
-def _inference_engines(services: list[Service], network_config: dict[str, Any], host_config: dict[str, Any]
-                       ) -> tuple[list[Service], dict[str, str]]:
+def _inference_engines(services: list[Service], network_config: dict[str, Any], host_config: dict[str, Any],
+                       name_budget: int) -> tuple[list[Service], dict[str, str]]:
     """An engine service per local_vllm_model instance; the instance's base_url points at it."""
     engines: list[Service] = []
     volumes: dict[str, str] = {}
@@ -226,7 +225,7 @@ def _inference_engines(services: list[Service], network_config: dict[str, Any], 
         if service.implementation != LOCAL_VLLM:
             continue
         spec = _instance_spec(network_config, service)
-        engine = local_vllm_engine(str(service.instance), service.name, spec, max(start_period, 1))
+        engine = local_vllm_engine(str(service.instance), service.name, spec, max(start_period, 1), name_budget)
         if any(existing.name == engine.name for existing in [*services, *engines]):
             raise UserError(f"the engine service {engine.name!r} of {service.instance!r} clashes with an instance's "
                             "service name", hint="rename one of them")

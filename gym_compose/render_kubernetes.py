@@ -63,6 +63,7 @@ ROLE_LABEL = "gym-compose.io/role"
 IN_NETWORK_LABEL = "gym-compose.io/network"  # on the project network (compose's `gym`)
 SANDBOX_CLIENT_LABEL = "gym-compose.io/sandbox-client"  # a server that leases sandboxes
 SANDBOX_OWNER_LABEL = "gym-compose.io/sandbox-owner"  # on a sandbox pod: the server service it serves
+INSTANCE_ANNOTATION = "gym-compose.io/instance"  # a server's instance name in the config (names.py)
 SANDBOX_ROLE = "sandbox"
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 RESULTS_SIZE = "1Gi"
@@ -89,9 +90,6 @@ def kubernetes_manifests(stack: Stack, images: dict[str, str], project_secret: s
         for server in stack.sandboxes.servers:
             secret_data[server_secret_name(server.instance)] = server_token(project_secret, server.instance)
     for service in stack.services:
-        if len(service.name) > 63:  # a Service name is a DNS label
-            raise UserError(f"service {service.name!r} has more than 63 characters, too long for a Kubernetes Service",
-                            hint="shorten the instance name")
         keys = list(service.secrets)
         if service.name in sandbox_servers:
             from gym_compose.sandbox.tokens import server_secret_name
@@ -335,11 +333,14 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
     selector = _node_selector(service)
     if selector:
         pod_spec["nodeSelector"] = selector
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": _meta(project, service.name, service.role, service.name),
+    metadata = _meta(project, service.name, service.role, service.name)
+    template_metadata: dict[str, Any] = {"labels": labels}
+    if service.instance:  # the whole instance name: a label value has at most 63 characters, an annotation any
+        metadata["annotations"] = template_metadata["annotations"] = {INSTANCE_ANNOTATION: service.instance}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
             "spec": {"replicas": service.scheduling.replicas,
                      "selector": {"matchLabels": _selector(project, service.name)},
-                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+                     "template": {"metadata": template_metadata, "spec": pod_spec}}}
 
 
 def _default_memory(service: Service) -> str | None:

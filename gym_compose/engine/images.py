@@ -49,7 +49,7 @@ DOCKER_DIR = PROJECT_ROOT / "docker"
 RUNTIME_REQUIREMENTS = DOCKER_DIR / "runtime-requirements.txt"
 # The part of the package that runs in containers (docs/architecture.md): the rest is host-only,
 # and leaving it out keeps edits to it from rebuilding the base.
-CONTAINER_MODULES = frozenset({"__init__.py", "errors.py", "contract.py", "server", "collect", "sandbox"})
+CONTAINER_MODULES = frozenset({"__init__.py", "errors.py", "contract.py", "names.py", "server", "collect", "sandbox"})
 # Never copied into a server image: tests and caches (data/ and configs/ are).
 SERVER_SKIPPED = ("tests",)
 PULL_TIMEOUT_S = 900

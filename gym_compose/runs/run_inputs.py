@@ -14,6 +14,7 @@ from gym_compose.inputs import Dataset, benchmark_datasets, check_rollouts, unif
 from gym_compose.plan import Stack
 from gym_compose.render import CollectorRun
 from gym_compose.runs.run_folders import collector_user
+from gym_compose.swe.row_images import sandbox_image_check
 
 INPUT_FILE = "input.jsonl"
 PROMPT_CONFIG_FILE = "prompt_config.yaml"
@@ -62,7 +63,8 @@ def plan_run(loaded: LoadedConfig, stack: Stack, collection: CollectionArgs) -> 
     extra = list(collection.collector_args)
     if num_repeats:
         extra += ["--num-repeats", str(num_repeats)]
-    rollouts = check_rollouts(stack.network_config, extra, collection.input_file, datasets, collection.prompt_config)
+    rollouts = check_rollouts(stack.network_config, extra, collection.input_file, datasets, collection.prompt_config,
+                              sandbox_image_check(stack))
     if collection.resume:
         extra.append("--resume")
     if collection.prompt_config is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SERVER_USER
+from gym_compose.names import DNS_LABEL, shortened
 from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
 from gym_compose.sandbox.policy import BrokerSettings
 from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
@@ -25,13 +26,18 @@ NO_HOST_ADDRESS = {"com.docker.network.bridge.inhibit_ipv4": "true"}
 SOCKET_TARGET = "/var/run/docker.sock"
 
 
+def network_name_of(project: str, key: str) -> str:
+    """The engine's name of a sandbox network: PROJECT-KEY, in one DNS label (names.py)."""
+    return shortened(f"{project}-{key}", DNS_LABEL)
+
+
 def broker_settings(stack: "Stack", images: dict[str, str]) -> BrokerSettings:
     plan = stack.sandboxes
     assert plan is not None  # called for a stack whose servers lease sandboxes
     servers = {}
     for server in plan.servers:
         image = images.get(server.image_key) or server.image or server.image_key
-        network_name = f"{stack.project}-{server.network_key}" if server.network_key else None
+        network_name = network_name_of(stack.project, server.network_key) if server.network_key else None
         prefix = server.task_image_key("")
         aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
         servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name,
@@ -50,7 +56,7 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
     assert plan is not None  # called for a stack whose servers lease sandboxes
     labels = {PROJECT_LABEL: stack.project}
     networks = model.setdefault("networks", {})
-    networks[CONTROL_NETWORK] = {"name": f"{stack.project}-{CONTROL_NETWORK}", "internal": True,
+    networks[CONTROL_NETWORK] = {"name": network_name_of(stack.project, CONTROL_NETWORK), "internal": True,
                                  "driver_opts": dict(NO_HOST_ADDRESS), "labels": dict(labels)}
     for server in plan.servers:
         service = model["services"][server.service]
@@ -58,7 +64,8 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
         service["networks"] = [*service.get("networks", []), *extra]
         if server.network_key:
             internal = server.policy.network != "egress"
-            networks[server.network_key] = {"name": f"{stack.project}-{server.network_key}", "internal": internal,
+            networks[server.network_key] = {"name": network_name_of(stack.project, server.network_key),
+                                            "internal": internal,
                                             **({"driver_opts": dict(NO_HOST_ADDRESS)} if internal else {}),
                                             "labels": dict(labels)}
         secret = server_secret_name(server.instance)

@@ -34,6 +34,7 @@ from gym_compose.stack.state import (
     owning_project,
     project_dir,
     remember_target,
+    rendered_instances,
 )
 from gym_compose.stack.table import print_services
 from gym_compose.stack.teardown import down_quietly
@@ -163,7 +164,8 @@ def start_servers(stack: Stack, deployed: DeployedStack) -> None:
             ensure_volume(volume, f"{CACHE_LABEL}=model")
         deployed.up(wait_timeout_seconds(stack), services=names)
         say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
-        print_services(deployed.quick_states() if isinstance(deployed, ComposeProject) else deployed.ps())
+        print_services(deployed.quick_states() if isinstance(deployed, ComposeProject) else deployed.ps(),
+                       {s.name: s.instance for s in stack.services if s.instance})
     except BaseException:
         down_quietly(deployed)
         raise
@@ -224,7 +226,7 @@ def ps_command(project_name: str) -> None:
     if not states:
         say(f"project {project_name!r} has no containers")
         return
-    print_services(states)
+    print_services(states, rendered_instances(project_name))
     from gym_compose.sandbox_stack.commands import print_sandboxes
 
     print_sandboxes(project_name)

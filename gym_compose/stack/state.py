@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from gym_compose.contract import INSTANCE_LABEL
 from gym_compose.engine.compose import ComposeProject
 from gym_compose.engine.target import DeployedStack
 from gym_compose.errors import UserError
@@ -53,6 +54,23 @@ def deployed_stack(project: str, target: str) -> DeployedStack:
         return SwarmStack(project, stack_file if stack_file.is_file() else None)
     compose_file = project_dir(project) / COMPOSE_FILE
     return ComposeProject(project, compose_file if compose_file.is_file() else None)
+
+
+def rendered_instances(project: str) -> dict[str, str]:
+    """Service -> instance name, from the instance labels of the project `up` rendered (compose or
+    swarm: the same service labels); empty when its files are gone."""
+    import yaml
+
+    from gym_compose.render_swarm import STACK_FILE
+
+    for name in (COMPOSE_FILE, STACK_FILE):
+        path = project_dir(project) / name
+        if path.is_file():
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            services = (yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}).get("services") or {}
+            return {service: str(spec["labels"][INSTANCE_LABEL]) for service, spec in services.items()
+                    if isinstance(spec, dict) and INSTANCE_LABEL in (spec.get("labels") or {})}
+    return {}
 
 
 def remember_target(project: str, target: str) -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from gym_compose.plan import service_name
 from tests.e2e import PROJECT_PREFIX
 
 pytestmark = pytest.mark.docker
@@ -193,10 +195,11 @@ def test_a_second_up_of_a_project_another_up_owns_is_refused_and_removes_nothing
 def test_attached_up_reports_a_container_that_dies(project, tmp_path):
     up = AttachedUp(project, tmp_path)
     up.wait_attached()
-    subprocess.run(["docker", "kill", f"{project}-example-single-tool-call-1"], capture_output=True, timeout=60)
+    resources = service_name("example_single_tool_call", project)  # shortened when the project is long
+    subprocess.run(["docker", "kill", f"{project}-{resources}-1"], capture_output=True, timeout=60)
     code, err = up.finish()
     assert code == 1, err
-    assert "server example-single-tool-call exited (exit code 137" in err
+    assert f"server {resources} exited (exit code 137" in err
     assert labelled("container", project) == []
 
 

@@ -91,9 +91,11 @@ def test_stack_is_healthy_with_replicas_and_ps_logs_see_it(swarm_stack):
     assert "all 8 services healthy" in up.stderr
     ps = gym_compose("ps", "-p", PROJECT, cwd=cwd)
     assert ps.returncode == 0, ps.stderr
-    rows = [line.split() for line in ps.stdout.splitlines()[1:]]
+    header, *lines = ps.stdout.splitlines()
+    state = header.split().index("STATE")  # after INSTANCE when a long name was shortened
+    rows = [line.split() for line in lines]
     assert [row[0] for row in rows].count("stateful-counter") == 2  # one line per replica
-    assert all(row[1:3] == ["running", "healthy"] for row in rows), ps.stdout
+    assert all(row[state:state + 2] == ["running", "healthy"] for row in rows), ps.stdout
     # every service runs the image built here, pushed to the registry and named by its digest
     images = docker("service", "ls", "--filter", f"label=com.docker.stack.namespace={PROJECT}",
                     "--format", "{{.Image}}").stdout.split()

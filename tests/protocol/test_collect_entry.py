@@ -3,7 +3,9 @@
 Run as a script, this file is the fake server: `python test_collect_entry.py PORT MODE [DELAY_S]`.
 MODE: ok (reward = task index % 2), flaky (500 on a first attempt of every third task),
 die (exits hard after 5 requests, mid-request). With FAKE_SERVER_SEEN=FILE in its environment it
-appends a line to FILE as each request arrives (so a test knows what is in flight).
+appends a line to FILE as each request arrives (so a test knows what is in flight); with
+FAKE_SERVER_ANSWERS=N it answers the first N requests and holds every later one (a run that
+cannot finish, so a fault lands mid-run whatever the machine's speed).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def make_app(mode: str, delay_s: float):
     import orjson
 
     served = {"count": 0}
+    answers = int(os.environ.get("FAKE_SERVER_ANSWERS", "-1"))
 
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":
@@ -54,6 +57,8 @@ def make_app(mode: str, delay_s: float):
                 seen.write("request\n")
         if mode == "die" and served["count"] > 5:
             os._exit(1)
+        if 0 <= answers < served["count"]:
+            await asyncio.Event().wait()  # held until the process ends
         row = orjson.loads(body)
         if delay_s:
             await asyncio.sleep(delay_s)
@@ -208,8 +213,10 @@ def test_a_server_that_dies_mid_run_fails_only_its_rollouts(servers, tmp_path):
     assert all(f["_ng_failure_class"] == "agent_request_failed" and f["_ng_failure_message"] for f in failures)
 
 
-def test_resume_after_sigkill_yields_every_rollout_exactly_once(servers, tmp_path):
-    port = servers("ok", delay_s=0.02)
+def test_resume_after_sigkill_yields_every_rollout_exactly_once(servers, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SERVER_ANSWERS", "40")  # then it holds: the collector is killed mid-run
+    port = servers("ok")
+    monkeypatch.delenv("FAKE_SERVER_ANSWERS")
     rows = write_rows(tmp_path / "rows.jsonl", 300)
     out = tmp_path / "out"
     env = {**os.environ, "NEMO_GYM_CONFIG_DICT": config_yaml({"agent": port})}
@@ -220,9 +227,9 @@ def test_resume_after_sigkill_yields_every_rollout_exactly_once(servers, tmp_pat
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    partial = len(read_jsonl_lenient(out / "rollouts.jsonl"))
-    assert 40 <= partial < 300, "the collector should have been killed mid-run"
-    resumed = run_collector({"agent": port}, rows, out, "--resume", "--num-samples-in-parallel", "8")
+    assert len(read_jsonl_lenient(out / "rollouts.jsonl")) == 40  # the answered ones; 8 more were held
+    fresh = servers("ok")
+    resumed = run_collector({"agent": fresh}, rows, out, "--resume", "--num-samples-in-parallel", "8")
     assert resumed.returncode == 0, resumed.stderr
     assert sorted(keys(read_jsonl(out / "rollouts.jsonl"))) == [(t, 0) for t in range(300)]
 

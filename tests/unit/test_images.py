@@ -237,7 +237,8 @@ def test_base_context_holds_runtime_sources_but_not_host_only_modules(engine, ru
     assert "gym_compose/collect/__init__.py" in files
     assert not any(name.startswith(("gym_compose/engine/", "gym_compose/config/")) for name in files)
     top_level = {name for name in files if name.count("/") == 1 and name.startswith("gym_compose/")}
-    assert top_level == {"gym_compose/__init__.py", "gym_compose/errors.py", "gym_compose/contract.py"}
+    assert top_level == {"gym_compose/__init__.py", "gym_compose/errors.py", "gym_compose/contract.py",
+                         "gym_compose/names.py"}
     assert not any("__pycache__" in name for name in files)
 
 
@@ -498,3 +499,21 @@ def test_the_default_sandbox_image_is_one_committed_container_with_its_user_and_
     assert commit["changes"] == ["ENV HOME=/work", "USER 10002:10002", "WORKDIR /work", 'CMD ["/bin/sh"]',
                                  f"LABEL io.gym-compose.image=sandbox io.gym-compose.image.base={base}"]
     assert ensure_default_sandbox_image(base, progress=lambda line: None) == tag and len(engine.commits) == 3
+
+
+def test_every_module_the_containers_import_ships_in_the_base_image():
+    """Code under server/, collect/ and sandbox/ runs in containers, whose base image holds only
+    CONTAINER_MODULES of the package: an import of anything else fails there, not here."""
+    import ast
+
+    from gym_compose.engine.images import CONTAINER_MODULES, PACKAGE_DIR
+
+    missing = set()
+    for part in ("server", "collect", "sandbox"):
+        for path in (PACKAGE_DIR / part).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gym_compose."):
+                    top = node.module.split(".")[1]
+                    if top not in CONTAINER_MODULES and f"{top}.py" not in CONTAINER_MODULES:
+                        missing.add(f"{path.relative_to(PACKAGE_DIR)}: {node.module}")
+    assert not missing, sorted(missing)

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gym_compose.names import DNS_LABEL, shortened
 from gym_compose.sandbox.channel_constants import NO_PYTHON_MARKER
 from gym_compose.sandbox.policy import (
     ALLOWED_CAPABILITIES,
@@ -33,8 +34,10 @@ LAUNCHER = (
 
 
 def container_name(project: str, server: str, suffix: str) -> str:
+    """PROJECT-sbx-SERVER-SUFFIX in one DNS label: a long server part is cut (names.py), never the
+    suffix that tells two sandboxes apart (a pod's name is this one, lower-cased)."""
     server_part = re.sub(r"[^a-zA-Z0-9_.-]+", "-", server).strip("-.") or "server"
-    return f"{project}-sbx-{server_part}-{suffix}"
+    return shortened(f"{project}-sbx-{server_part}", DNS_LABEL - len(suffix) - 1) + f"-{suffix}"
 
 
 def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpus: float,
