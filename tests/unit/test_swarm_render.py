@@ -63,6 +63,15 @@ def test_sandbox_networks_stay_internal_and_take_the_brokers_containers(roots):
     assert "driver_opts" not in sandboxes  # a bridge option; overlays have no host address anyway
     broker = model["services"]["sandbox-broker"]
     assert broker["user"] == "0:0" and "group_add" not in broker  # Swarm cannot add the socket's group
+    # the server starts through the guard, with its alias on the overlay it shares with its sandboxes
+    coder = model["services"]["coder"]
+    assert coder["networks"] == {"gym": {}, "sandbox-control": {},
+                                 "sbx-coder": {"aliases": ["gym-compose-sandbox-side"]}}
+    assert coder["user"] == "0:0" and coder["cap_drop"] == ["ALL"]
+    assert coder["cap_add"] == ["NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
+    assert coder["command"][:3] == ["python", "-m", "gym_compose.server.netguard"]
+    assert coder["command"][-5:] == ["10001:10001", "--", "python", "-m", "gym_compose.server"]
+    assert "security_opt" not in coder  # Swarm has none: the guard sets no-new-privileges itself
 
 
 def test_written_project_has_absolute_secret_files_and_the_collector_beside_it(roots, tmp_path):
