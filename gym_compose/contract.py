@@ -72,8 +72,9 @@ SERVER_COMMAND = ("python", "-m", "gym_compose.server")  # the base image's CMD 
 NEMO_GYM_SERVER_COMMAND = ("python", "-m", "gym_compose.server.nemo_gym_launch")  # the NeMo Gym runtime's CMD
 NETGUARD_COMMAND = ("python", "-m", "gym_compose.server.netguard")  # wraps a server command
 SANDBOX_SIDE_ALIAS = "gym-compose-sandbox-side"  # a server's alias on its sandbox network only
-# what the guard needs before it drops them: the rules (NET_ADMIN), the bounding set (SETPCAP), the user
-NETGUARD_CAPABILITIES = ("NET_ADMIN", "SETGID", "SETPCAP", "SETUID")
+# what the guard needs before it drops them: the rules (NET_ADMIN), the bounding set (SETPCAP), the
+# user (SETUID, SETGID); its Swarm helper stops a server whose side it cannot close (KILL)
+NETGUARD_CAPABILITIES = ("KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID")
 
 # --- labels on every container, network and volume ------------------------------------------
 LABEL_PREFIX = "io.gym-compose"

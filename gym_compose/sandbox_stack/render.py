@@ -89,7 +89,8 @@ def guard_sandbox_side(service: dict[str, Any], network_key: str, runtime: str) 
     """Start a server that shares `network_key` with its sandboxes through the network guard
     (gym_compose/server/netguard.py): as root with only the guard's capabilities, an alias on
     that network alone to find it by, and its own user (and `cap_add`) handed to the guard,
-    which refuses every new connection from that side, drops to that user and starts the server."""
+    which refuses every new connection from that side, drops to that user and starts the server.
+    Under Swarm the same service (render_swarm.py keeps these keys)."""
     assert "command" not in service  # a server's command is its image's CMD, spelled in the contract
     user = str(service.get("user") or SERVER_USER)
     own_capabilities = sorted({str(cap).upper().removeprefix("CAP_") for cap in service.get("cap_add") or ()})
@@ -97,8 +98,11 @@ def guard_sandbox_side(service: dict[str, Any], network_key: str, runtime: str) 
     service["user"] = "0:0"
     service["cap_drop"] = ["ALL"]
     service["cap_add"] = sorted({*own_capabilities, *NETGUARD_CAPABILITIES})
+    # Swarm's DNS answers the alias once the server is healthy: it may take the start period
+    start_period = str(service["healthcheck"]["start_period"]).removesuffix("s")
     service["command"] = [*NETGUARD_COMMAND, "--sandbox-side", SANDBOX_SIDE_ALIAS, "--user", user,
-                          *(f"--keep-cap={cap}" for cap in own_capabilities), "--", *server_command]
+                          *(f"--keep-cap={cap}" for cap in own_capabilities),
+                          f"--resolve-timeout={int(start_period) + 60}", "--", *server_command]
     networks: dict[str, Any] = {name: {} for name in service["networks"]}
     networks[network_key] = {"aliases": [SANDBOX_SIDE_ALIAS]}
     service["networks"] = networks

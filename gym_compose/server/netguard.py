@@ -1,10 +1,11 @@
 """Close the sandbox side of a server's network, drop every privilege, then start the server.
 
-    python -m gym_compose.server.netguard --sandbox-side ALIAS --user USER [--keep-cap CAP] -- COMMAND...
+    python -m gym_compose.server.netguard --sandbox-side ALIAS --user USER [--keep-cap CAP]
+        [--resolve-timeout S] -- COMMAND...
 
 The command of a server container that shares a network with its sandboxes (sandbox policy
 `internal` or `egress`; docs/sandboxes.md, "What a sandbox can reach"). The container starts as
-root with only NET_ADMIN, SETPCAP, SETUID and SETGID. This program
+root with only NET_ADMIN, KILL, SETPCAP, SETUID and SETGID. This program
 
 1. resolves ALIAS, the network alias the server has on its sandbox network only (the engine's DNS
    answers the server's own address there), and finds the interface that network is on;
@@ -15,10 +16,16 @@ root with only NET_ADMIN, SETPCAP, SETUID and SETGID. This program
    groups as the engine would give them), checks that no capability of its own is left, and
    exec()s COMMAND.
 
+Swarm's DNS knows a task's names, aliases included, only once the task is healthy, which needs the
+server running. When ALIAS does not resolve at once, the table first rejects new connections on
+every interface but loopback (where the healthcheck asks), the server starts, and a helper left
+behind as root narrows the table to the sandbox side as soon as ALIAS resolves.
+
 So nothing listening in the container (the server's API, a NeMo Gym server's Ray ports, anything
-a server starts) answers a sandbox, and the server cannot undo the rules. Any failure ends the
-container before the server starts, with the reason on stderr: the guard fails closed.
-Standard library only (it runs in every server image, the NeMo Gym runtime's included).
+a server starts) answers a sandbox at any moment, and the server cannot undo the rules. A failure
+ends the container with the reason on stderr (before the server starts, or, in the helper, by
+killing it): the guard fails closed. Standard library only (it runs in every server image, the
+NeMo Gym runtime's included).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import grp
 import ipaddress
 import os
 import pwd
+import signal
 import socket
 import struct
 import subprocess
@@ -41,9 +49,10 @@ from gym_compose.contract import NETGUARD_CAPABILITIES
 
 TABLE = "gym_compose_sandbox_side"
 # The capabilities the container is given for this program alone, by number (linux/capability.h).
-CAPABILITY_NUMBERS = {"SETGID": 6, "SETUID": 7, "SETPCAP": 8, "NET_ADMIN": 12}
+CAPABILITY_NUMBERS = {"KILL": 5, "SETGID": 6, "SETUID": 7, "SETPCAP": 8, "NET_ADMIN": 12}
 GUARD_CAPABILITIES = {name: CAPABILITY_NUMBERS[name] for name in NETGUARD_CAPABILITIES}
-RESOLVE_TIMEOUT_S = 30.0  # the engine's DNS knows a container from its start; Swarm's a moment later
+RESOLVE_TIMEOUT_S = 900.0  # --resolve-timeout's default; the renderer passes the server's start period
+RESOLVE_POLL_S = 0.5
 NFT_TIMEOUT_S = 30.0
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
@@ -53,7 +62,7 @@ LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
 class GuardError(Exception):
-    """Why the server was not started."""
+    """Why the server was not started (or was stopped)."""
 
 
 def sandbox_side_interfaces(addresses: Sequence[str], interfaces: dict[str, ipaddress.IPv4Interface]) -> list[str]:
@@ -63,35 +72,36 @@ def sandbox_side_interfaces(addresses: Sequence[str], interfaces: dict[str, ipad
                   if name != "lo" and any(address in interface.network for address in wanted))
 
 
-def ruleset(interfaces: Sequence[str]) -> str:
-    """The nft script: replace this program's table (a restarted container finds it gone anyway)."""
-    names = ", ".join(f'"{name}"' for name in interfaces)
+def ruleset(interfaces: Sequence[str] | None) -> str:
+    """The nft script refusing new connections from the sandbox-side `interfaces`, or (None) from
+    every interface but loopback. It replaces this program's table in one batch."""
+    if interfaces is None:
+        rules = ['iifname "lo" accept', "ct state established,related accept",
+                 "meta l4proto tcp reject with tcp reset", "reject with icmpx type admin-prohibited"]
+    else:
+        names = "iifname { " + ", ".join(f'"{name}"' for name in interfaces) + " }"
+        rules = [f"{names} ct state established,related accept", f"{names} meta l4proto tcp reject with tcp reset",
+                 f"{names} reject with icmpx type admin-prohibited"]
     return "\n".join([
         f"add table inet {TABLE}",
         f"delete table inet {TABLE}",
         f"table inet {TABLE} {{",
         "  chain input {",
         "    type filter hook input priority filter - 10; policy accept;",
-        f"    iifname {{ {names} }} ct state established,related accept",
-        f"    iifname {{ {names} }} meta l4proto tcp reject with tcp reset",
-        f"    iifname {{ {names} }} reject with icmpx type admin-prohibited",
+        *(f"    {rule}" for rule in rules),
         "  }",
         "}",
         "",
     ])
 
 
-def resolve(alias: str, timeout_s: float = RESOLVE_TIMEOUT_S) -> list[str]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            found = socket.getaddrinfo(alias, None, socket.AF_INET, socket.SOCK_STREAM)
-            return sorted({str(entry[4][0]) for entry in found})
-        except socket.gaierror as error:
-            if time.monotonic() >= deadline:
-                raise GuardError(f"the sandbox-side alias {alias!r} does not resolve ({error}); the server container "
-                                 "must have it on its sandbox network only (rendered by gym-compose)") from None
-            time.sleep(0.2)
+def resolve_now(alias: str) -> list[str]:
+    """The alias's IPv4 addresses, or [] while the engine's DNS does not know it."""
+    try:
+        found = socket.getaddrinfo(alias, None, socket.AF_INET, socket.SOCK_STREAM)
+    except socket.gaierror:
+        return []
+    return sorted({str(entry[4][0]) for entry in found})
 
 
 def local_interfaces() -> dict[str, ipaddress.IPv4Interface]:
@@ -108,10 +118,18 @@ def local_interfaces() -> dict[str, ipaddress.IPv4Interface]:
             found[name] = ipaddress.IPv4Interface(f"{address}/{netmask}")
     return found
 
+def close_sandbox_side(alias: str, addresses: Sequence[str]) -> list[str]:
+    """Install the rules for the interface(s) on the alias's network; returns their names."""
+    interfaces = sandbox_side_interfaces(addresses, local_interfaces())
+    if not interfaces:
+        raise GuardError(f"no interface of this container is on the network of {alias!r} ({', '.join(addresses)})")
+    install_rules(ruleset(interfaces))
+    return interfaces
 
-def install_rules(interfaces: Sequence[str]) -> None:
+
+def install_rules(script: str) -> None:
     try:
-        done = subprocess.run(["nft", "-f", "-"], input=ruleset(interfaces), capture_output=True, text=True,
+        done = subprocess.run(["nft", "-f", "-"], input=script, capture_output=True, text=True,
                               timeout=NFT_TIMEOUT_S)
     except FileNotFoundError:
         raise GuardError("`nft` is not in this image; the server images' base has the nftables package "
@@ -121,6 +139,39 @@ def install_rules(interfaces: Sequence[str]) -> None:
     if done.returncode != 0:
         raise GuardError(f"`nft -f -` failed (exit {done.returncode}): {done.stderr.strip() or done.stdout.strip()}"
                          " (the container needs NET_ADMIN, and the engine's kernel nf_tables)")
+
+
+def narrow_when_resolved(alias: str, server_pid: int, timeout_s: float) -> None:
+    """The helper's work, as root, the server running behind the closed table: narrow the table to
+    the sandbox side once the alias resolves; if it never does, or the rules fail, say why and
+    kill the server, so that the container ends with the reason."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not (addresses := resolve_now(alias)):
+            if time.monotonic() >= deadline:
+                raise GuardError(f"the sandbox-side alias {alias!r} did not resolve in {timeout_s:.0f} s; the server "
+                                 "container must have it on its sandbox network only (rendered by gym-compose)")
+            time.sleep(RESOLVE_POLL_S)
+        interfaces = close_sandbox_side(alias, addresses)
+    except (GuardError, OSError) as error:
+        print(f"gym-compose: the server is stopped: cannot close its sandbox side: {error}", file=sys.stderr,
+              flush=True)
+        os.kill(server_pid, signal.SIGKILL)
+        return
+    print(f"gym-compose: new connections from the sandbox network ({', '.join(interfaces)}) are refused; "
+          "the other interfaces are open again", file=sys.stderr, flush=True)
+
+
+def start_helper(alias: str, server_pid: int, timeout_s: float) -> None:
+    """Leave `narrow_when_resolved` running in a grandchild, which the container's init adopts."""
+    child = os.fork()
+    if child == 0:
+        try:
+            if os.fork() == 0:
+                narrow_when_resolved(alias, server_pid, timeout_s)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
 
 
 def target_ids(user: str) -> tuple[int, int, list[int]]:
@@ -213,6 +264,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--user", required=True, help="who the server runs as: UID[:GID] or NAME[:GROUP]")
     parser.add_argument("--keep-cap", action="append", default=[], metavar="CAP",
                         help="a capability the server's own config adds (kept for a root server)")
+    parser.add_argument("--resolve-timeout", type=float, default=RESOLVE_TIMEOUT_S, metavar="S",
+                        help="how long the alias may take to resolve (Swarm: until the server is healthy)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- and the server's command")
     args = parser.parse_args(argv)
     if args.command[:1] == ["--"]:
@@ -226,18 +279,20 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        addresses = resolve(args.sandbox_side)
-        interfaces = sandbox_side_interfaces(addresses, local_interfaces())
-        if not interfaces:
-            raise GuardError(f"no interface of this container is on the network of {args.sandbox_side!r} "
-                             f"({', '.join(addresses)})")
-        install_rules(interfaces)
+        addresses = resolve_now(args.sandbox_side)
+        if addresses:
+            interfaces = close_sandbox_side(args.sandbox_side, addresses)
+            said = f"new connections from the sandbox network ({', '.join(interfaces)}) are refused"
+        else:
+            install_rules(ruleset(None))
+            start_helper(args.sandbox_side, os.getpid(), args.resolve_timeout)
+            said = (f"new connections are refused on every interface until {args.sandbox_side!r} resolves "
+                    "(on Swarm: once the server is healthy)")
         drop_privileges(args.user, args.keep_cap)
     except (GuardError, OSError) as error:
         print(f"gym-compose: the server was not started: cannot close its sandbox side: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    print(f"gym-compose: new connections from the sandbox network ({', '.join(interfaces)}) are refused",
-          file=sys.stderr, flush=True)
+    print(f"gym-compose: {said}", file=sys.stderr, flush=True)
     try:
         os.execvp(args.command[0], args.command)
     except OSError as error:

@@ -55,6 +55,8 @@ for thread in threads: thread.join()
 for target in sys.argv[1:]: print(target, answers[target])
 """
 SERVE_PORT = 9000
+DEFAULT_GATEWAY = ("python3 -c \"import socket, struct; print(next((socket.inet_ntoa(struct.pack('<L', int(f[2], 16))) "
+                   "for f in (l.split() for l in open('/proc/net/route')) if f[1] == '00000000'), 'none'))\"")
 
 
 def listen_everywhere():
@@ -95,11 +97,13 @@ async def reach_report(spec):
     sandbox = await AsyncSandbox().start(SandboxSpec(metadata={"session": "reach"}))
     try:
         await sandbox.write_file("reach.py", REACH)
-        targets = {target: target.replace("{listener}", str(port)) for target in spec["targets"]}
+        gateway = (await sandbox.exec(DEFAULT_GATEWAY)).stdout.strip()  # the host, as the sandbox sees it
+        targets = {target: target.replace("{listener}", str(port)).replace("{gateway}", gateway)
+                   for target in spec["targets"]}
         seen = await sandbox.exec("python3 reach.py " + " ".join(shlex.quote(t) for t in targets.values()),
                                   timeout_s=60)
         answers = dict(line.split(" ", 1) for line in seen.stdout.splitlines())
-        report = {"listener": port, "targets": {t: answers.get(asked, seen.stderr) for t, asked in targets.items()},
+        report = {"listener": port, "gateway": gateway, "targets": {t: answers.get(asked, seen.stderr) for t, asked in targets.items()},
                   "sandbox_networks": (await sandbox.exec("ls /sys/class/net")).stdout.split()}
         if spec.get("serve"):
             await sandbox.exec(f"python3 -m http.server {SERVE_PORT} --bind 0.0.0.0 >/dev/null 2>&1 </dev/null &")

@@ -11,6 +11,7 @@ import json
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +90,7 @@ def stack(tmp_path_factory):
         gym_compose("down", "-p", project, cwd=cwd)
 
 
-def targets_for(stack: ReachStack, policy: str, gateway: str | None) -> dict[str, str]:
+def targets_for(stack: ReachStack, policy: str) -> dict[str, str]:
     """What code in a sandbox of `reach-<policy>` tries, by name and by address."""
     own = f"reach-{policy}"
     targets = {
@@ -113,14 +114,9 @@ def targets_for(stack: ReachStack, policy: str, gateway: str | None) -> dict[str
                         "model by address": f"{stack.address('policy-model', '_gym')}:8000",
                         "head by address": f"{stack.address('head', '_gym')}:11000",
                         "broker by address": f"{stack.address('sandbox-broker', 'sandbox-control')}:8000"})
-    if gateway is not None:  # the head's published port, on the host's side of the egress network
-        targets["head's published port, on the host"] = f"{gateway}:{stack.head_port}"
+    if policy != "none":  # the head's published port, on the host (the sandbox's default gateway)
+        targets["head's published port, on the host"] = f"{{gateway}}:{stack.head_port}"
     return targets
-
-
-def gateway_of(network: str) -> str:
-    (found,) = json.loads(run("docker", "network", "inspect", network, timeout=60).stdout)
-    return found["IPAM"]["Config"][0]["Gateway"]
 
 
 class HostListener:
@@ -142,21 +138,20 @@ class HostListener:
                 return
 
 
-def check_reach(stack: ReachStack, policy: str, network_suffix: str = "") -> dict:
+def check_reach(stack: ReachStack, policy: str) -> dict:
     """Probe from a sandbox of `reach-<policy>`; assert nothing of the project answers it."""
     own = f"reach-{policy}"
-    gateway = gateway_of(f"{stack.project}-sbx-{own}") if policy == "egress" else None
-    targets = targets_for(stack, policy, gateway)
+    targets = targets_for(stack, policy)
     host = HostListener()
     try:
-        if gateway is not None:
-            targets["a host service (egress allows it)"] = f"{gateway}:{host.port}"
+        if policy != "none":
+            targets["a host service"] = f"{{gateway}}:{host.port}"
         report = stack.probe(own, "reach", json.dumps({"targets": list(targets.values()), "serve": policy != "none"}))
     finally:
         host.socket.close()
     seen = {name: report["targets"][target] for name, target in targets.items()}
-    if gateway is not None:
-        assert seen.pop("a host service (egress allows it)") == "reached", seen
+    if policy == "egress":  # its own way out stays open
+        assert seen.pop("a host service") == "reached", seen
     assert all(answer in DEFINITE for answer in seen.values()), json.dumps(seen, indent=1)
     if policy == "none":
         assert report["sandbox_networks"] == ["lo"]
@@ -190,34 +185,93 @@ def test_sandboxes_are_on_their_servers_network_only_and_servers_run_unprivilege
         assert fields["NoNewPrivs"] == "1"
 
 
-def guarded_run(image: str, network: str, *guard_args: str, alias: bool = True) -> subprocess.CompletedProcess:
-    """The guard in a container of `image`, as the renderer starts it: root, only its capabilities."""
-    caps = [arg for cap in ("NET_ADMIN", "SETGID", "SETPCAP", "SETUID", "CHOWN") for arg in ("--cap-add", cap)]
-    return run("docker", "run", "--rm", "--network", network, *(["--network-alias", "side"] if alias else []),
-               "--user", "0:0", "--cap-drop", "ALL", *caps, "--security-opt", "no-new-privileges:true", "--read-only",
+GUARD_CAPS = [arg for cap in ("KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID") for arg in ("--cap-add", cap)]
+
+
+def guarded(image: str, network: str, *guard_args: str, command: tuple[str, ...], alias: bool = True,
+            detach: bool = False) -> subprocess.CompletedProcess:
+    """The guard in a container of `image`, as the renderer starts it: root with its capabilities only."""
+    return run("docker", "run", *(["-d"] if detach else ["--rm"]), "--network", network,
+               *(["--network-alias", "side"] if alias else []), "--user", "0:0", "--cap-drop", "ALL", *GUARD_CAPS,
+               "--cap-add", "CHOWN", "--security-opt", "no-new-privileges:true", "--read-only", "--init",
+               "--label", f"io.gym-compose.project={PROJECT_PREFIX}-reach-guard",
                image, "python", "-m", "gym_compose.server.netguard", "--sandbox-side", "side", *guard_args, "--",
-               "sh", "-c", "id -u; grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb)' /proc/self/status; nft list ruleset",
-               timeout=120)
+               *command, timeout=120)
 
 
-def test_the_guard_leaves_a_root_server_only_its_own_capabilities_and_fails_closed(tmp_path):
+def connect_from(image: str, network: str, address: str, port: int) -> str:
+    """A connect from another container on `network`: reached, refused or what else it met."""
+    done = run("docker", "run", "--rm", "--network", network, image, "python", "-c",
+               "import socket, sys\ntry:\n"
+               "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()\n"
+               "    print('reached')\nexcept OSError as error:\n    print(type(error).__name__)",
+               address, str(port), timeout=120)
+    return done.stdout.strip() or done.stderr
+
+
+def test_the_guard_leaves_a_root_server_only_its_own_capabilities_and_fails_closed():
     from gym_compose.engine.images import ensure_base_image
 
     image = ensure_base_image(progress=lambda line: None)
     network = f"{PROJECT_PREFIX}-reach-guard"
     run("docker", "network", "create", network, timeout=60)
+    show = ("sh", "-c", "id -u; grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb)' /proc/self/status; nft list ruleset")
     try:
-        root = guarded_run(image, network, "--user", "0:0", "--keep-cap", "CHOWN")
+        root = guarded(image, network, "--user", "0:0", "--keep-cap", "CHOWN", command=show)
         lines = root.stdout.splitlines()
         assert lines[0] == "0", root.stdout + root.stderr
         sets = dict(line.split(":\t") for line in lines[1:6])
-        assert set(sets.values()) - {"0000000000000000"} <= {"0000000000000001"}  # CAP_CHOWN (bit 0) alone
-        assert sets["CapEff"] == sets["CapBnd"] == "0000000000000001" and sets["CapAmb"] == "0000000000000000"
-        assert "Operation not permitted" in root.stderr  # the root server cannot read (or undo) the rules
+        assert sets["CapEff"] == sets["CapPrm"] == sets["CapBnd"] == "0000000000000001", sets  # CAP_CHOWN alone
+        assert sets["CapInh"] == sets["CapAmb"] == "0000000000000000", sets
+        assert "Operation not permitted" in root.stderr  # a root server can neither read nor undo the rules
         assert "new connections from the sandbox network (eth0) are refused" in root.stderr
-        lost = guarded_run(image, network, "--user", "10001:10001", alias=False)
-        assert lost.returncode == 2 and lost.stdout == "", lost.stdout
-        assert "the server was not started: cannot close its sandbox side: the sandbox-side alias 'side' does not " \
-               "resolve" in lost.stderr
+        # an alias that never resolves: the table stays closed, and the server is killed, saying why
+        lost = guarded(image, network, "--user", "10001:10001", "--resolve-timeout", "2",
+                       command=("sh", "-c", "id -u; sleep 120"), alias=False)
+        assert lost.returncode == 137 and lost.stdout.split() == ["10001"], lost.stdout + lost.stderr
+        assert "refused on every interface until 'side' resolves" in lost.stderr
+        assert "the server is stopped: cannot close its sandbox side: the sandbox-side alias 'side' did not " \
+               "resolve in 2 s" in lost.stderr
     finally:
         run("docker", "network", "rm", network, timeout=60)
+
+
+LOOPBACK_GET = ("import time, urllib.request\nfor _ in range(240):\n    try:\n"
+                "        print(urllib.request.urlopen('http://127.0.0.1:8000/', timeout=30).status)\n        break\n"
+                "    except OSError:\n        time.sleep(0.25)")  # while http.server starts
+
+
+def test_a_server_whose_alias_resolves_late_is_closed_everywhere_until_then():
+    """The Swarm path (its DNS answers once the task is healthy), on the compose engine: the
+    alias comes with a network connected later; until then every interface refuses, then only
+    that network's does."""
+    from gym_compose.engine.images import ensure_base_image
+
+    image = ensure_base_image(progress=lambda line: None)
+    first, side = f"{PROJECT_PREFIX}-reach-late-a", f"{PROJECT_PREFIX}-reach-late-b"
+    for network in (first, side):
+        run("docker", "network", "create", network, timeout=60)
+    started = guarded(image, first, "--user", "10001:10001", "--resolve-timeout", "300",
+                      command=("python", "-m", "http.server", "8000"), alias=False, detach=True)
+    container = started.stdout.strip()
+    try:
+        assert started.returncode == 0, started.stderr
+        address = inspect(container)[0]["NetworkSettings"]["Networks"][first]["IPAddress"]
+        serving = run("docker", "exec", container, "python", "-c", LOOPBACK_GET, timeout=120)
+        assert serving.stdout.strip() == "200", serving.stderr  # it runs, answering on loopback alone
+        assert connect_from(image, first, address, 8000) == "ConnectionRefusedError"
+        connected = run("docker", "network", "connect", "--alias", "side", side, container, timeout=60)
+        assert connected.returncode == 0, connected.stderr
+        for _ in range(240):  # the helper polls the alias every 0.5 s
+            if "the other interfaces are open again" in run("docker", "logs", container, timeout=60).stderr:
+                break
+            time.sleep(0.5)
+        logs = run("docker", "logs", container, timeout=60).stderr
+        assert "(eth1) are refused; the other interfaces are open again" in logs, logs
+        assert connect_from(image, first, address, 8000) == "reached"
+        side_address = inspect(container)[0]["NetworkSettings"]["Networks"][side]["IPAddress"]
+        assert connect_from(image, side, side_address, 8000) == "ConnectionRefusedError"
+    finally:
+        run("docker", "rm", "-f", container, timeout=60)
+        for network in (first, side):
+            run("docker", "network", "rm", network, timeout=60)

@@ -37,6 +37,13 @@ def test_the_ruleset_replaces_its_own_table_and_refuses_only_new_connections_fro
                      'iifname { "eth1", "eth2" } reject with icmpx type admin-prohibited']
 
 
+def test_the_closed_ruleset_refuses_new_connections_everywhere_but_loopback():
+    lines = [line.strip() for line in netguard.ruleset(None).splitlines()]
+    chain = lines[lines.index("type filter hook input priority filter - 10; policy accept;") + 1:-2]
+    assert chain == ['iifname "lo" accept', "ct state established,related accept",
+                     "meta l4proto tcp reject with tcp reset", "reject with icmpx type admin-prohibited"]
+
+
 def fake_passwd(monkeypatch, users: dict[str, tuple[int, int]], groups: dict[str, int] | None = None) -> None:
     entries = {name: SimpleNamespace(pw_name=name, pw_uid=uid, pw_gid=gid) for name, (uid, gid) in users.items()}
 
@@ -77,14 +84,43 @@ def test_arguments():
         netguard.parse_args(["--sandbox-side", "a", "--user", "1", "--"])
 
 
+ARGV = ["--sandbox-side", "side", "--user", "10001:10001", "--", "python", "-m", "gym_compose.server"]
+
+
+def record(monkeypatch, steps: list, addresses: list[str]) -> None:
+    monkeypatch.setattr(netguard, "resolve_now", lambda alias: addresses)
+    monkeypatch.setattr(netguard, "local_interfaces", lambda: interfaces(eth0="172.20.0.5/16", eth1="172.21.0.3/16"))
+    monkeypatch.setattr(netguard, "install_rules", lambda script: steps.append(("rules", script)))
+    monkeypatch.setattr(netguard, "start_helper", lambda alias, pid, timeout: steps.append(("helper", alias, timeout)))
+    monkeypatch.setattr(netguard, "drop_privileges", lambda user, keep: steps.append(("drop", user, list(keep))))
+    monkeypatch.setattr(netguard.os, "execvp", lambda file, args: steps.append(("exec", list(args))))
+
+
+def test_it_starts_the_server_only_after_the_rules_and_the_drop(monkeypatch, capsys):
+    steps: list = []
+    record(monkeypatch, steps, ["172.21.0.3"])
+    netguard.main(["--sandbox-side", "side", "--user", "server", "--keep-cap", "CHOWN", "--", "srv", "--flag"])
+    assert steps == [("rules", netguard.ruleset(["eth1"])), ("drop", "server", ["CHOWN"]),
+                     ("exec", ["srv", "--flag"])]
+    assert "(eth1) are refused" in capsys.readouterr().err
+
+
+def test_an_alias_not_known_yet_closes_every_interface_and_leaves_the_helper_to_narrow_it(monkeypatch, capsys):
+    steps: list = []
+    record(monkeypatch, steps, [])  # Swarm: the task's names resolve once it is healthy
+    netguard.main(["--sandbox-side", "side", "--user", "10001:10001", "--resolve-timeout", "660", "--", "srv"])
+    assert steps == [("rules", netguard.ruleset(None)), ("helper", "side", 660.0), ("drop", "10001:10001", []),
+                     ("exec", ["srv"])]
+    assert "refused on every interface until 'side' resolves" in capsys.readouterr().err
+
+
 def test_it_fails_closed_naming_the_reason_and_never_starts_the_server(monkeypatch, capsys):
     started = []
     monkeypatch.setattr(netguard.os, "execvp", lambda *args: started.append(args))
-    monkeypatch.setattr(netguard, "resolve", lambda alias: ["172.21.0.3"])
+    monkeypatch.setattr(netguard, "resolve_now", lambda alias: ["172.21.0.3"])
     monkeypatch.setattr(netguard, "local_interfaces", lambda: interfaces(eth0="172.20.0.5/16"))
-    argv = ["--sandbox-side", "side", "--user", "10001:10001", "--", "python", "-m", "gym_compose.server"]
     with pytest.raises(SystemExit) as exit_code:
-        netguard.main(argv)
+        netguard.main(ARGV)
     assert exit_code.value.code == 2 and started == []
     assert "no interface of this container is on the network of 'side' (172.21.0.3)" in capsys.readouterr().err
 
@@ -92,52 +128,52 @@ def test_it_fails_closed_naming_the_reason_and_never_starts_the_server(monkeypat
     monkeypatch.setattr(netguard.subprocess, "run",
                         lambda *a, **k: SimpleNamespace(returncode=1, stderr="Operation not permitted", stdout=""))
     with pytest.raises(SystemExit):
-        netguard.main(argv)
+        netguard.main(ARGV)
     assert "`nft -f -` failed (exit 1): Operation not permitted" in capsys.readouterr().err and started == []
 
     def no_nft(*args, **kwargs):
         raise FileNotFoundError("nft")
 
     monkeypatch.setattr(netguard.subprocess, "run", no_nft)
+    monkeypatch.setattr(netguard, "resolve_now", lambda alias: [])  # the closed table needs nft too
     with pytest.raises(SystemExit):
-        netguard.main(argv)
+        netguard.main(ARGV)
     assert "`nft` is not in this image" in capsys.readouterr().err and started == []
 
 
-def test_it_starts_the_server_only_after_the_rules_and_the_drop(monkeypatch, capsys):
-    steps = []
-    monkeypatch.setattr(netguard, "resolve", lambda alias: ["172.21.0.3"])
+def test_the_helper_narrows_the_table_once_the_alias_resolves(monkeypatch, capsys):
+    answers = [[], [], ["172.21.0.3"]]  # unknown twice (the task not healthy yet), then known
+    installed, killed = [], []
+    monkeypatch.setattr(netguard, "resolve_now", lambda alias: answers.pop(0))
+    monkeypatch.setattr(netguard.time, "sleep", lambda seconds: None)
     monkeypatch.setattr(netguard, "local_interfaces", lambda: interfaces(eth0="172.20.0.5/16", eth1="172.21.0.3/16"))
-    monkeypatch.setattr(netguard, "install_rules", lambda names: steps.append(("rules", list(names))))
-    monkeypatch.setattr(netguard, "drop_privileges", lambda user, keep: steps.append(("drop", user, list(keep))))
-    monkeypatch.setattr(netguard.os, "execvp", lambda file, args: steps.append(("exec", list(args))))
-    netguard.main(["--sandbox-side", "side", "--user", "server", "--keep-cap", "CHOWN", "--", "srv", "--flag"])
-    assert steps == [("rules", ["eth1"]), ("drop", "server", ["CHOWN"]), ("exec", ["srv", "--flag"])]
-    assert "(eth1) are refused" in capsys.readouterr().err
+    monkeypatch.setattr(netguard, "install_rules", installed.append)
+    monkeypatch.setattr(netguard.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    netguard.narrow_when_resolved("side", 4242, timeout_s=600)
+    assert installed == [netguard.ruleset(["eth1"])] and killed == [] and answers == []
+    assert "(eth1) are refused; the other interfaces are open again" in capsys.readouterr().err
 
 
-def test_the_alias_is_asked_until_it_resolves(monkeypatch):
-    failures = [2]  # the engine's DNS does not know the container yet, twice
-
-    def getaddrinfo(host, port, family, kind):
-        if failures[0]:
-            failures[0] -= 1
-            raise netguard.socket.gaierror(-2, "Name or service not known")
-        return [(family, kind, 6, "", ("172.21.0.3", 0))]
-
-    monkeypatch.setattr(netguard.socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(netguard.time, "sleep", lambda s: None)
-    assert netguard.resolve("side") == ["172.21.0.3"] and failures == [0]
-    failures[0] = 1
-    with pytest.raises(netguard.GuardError, match="'side' does not resolve"):
-        netguard.resolve("side", timeout_s=0)
+def test_the_helper_kills_the_server_when_the_side_cannot_be_closed(monkeypatch, capsys):
+    killed, installed = [], []
+    monkeypatch.setattr(netguard, "resolve_now", lambda alias: [])
+    monkeypatch.setattr(netguard, "install_rules", installed.append)
+    monkeypatch.setattr(netguard.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    netguard.narrow_when_resolved("side", 4242, timeout_s=0)
+    assert killed == [(4242, netguard.signal.SIGKILL)] and installed == []
+    assert "the server is stopped: cannot close its sandbox side: the sandbox-side alias 'side' did not resolve in " \
+           "0 s" in capsys.readouterr().err
+    monkeypatch.setattr(netguard, "resolve_now", lambda alias: ["10.9.0.1"])  # on none of its interfaces
+    monkeypatch.setattr(netguard, "local_interfaces", lambda: interfaces(eth0="172.20.0.5/16"))
+    netguard.narrow_when_resolved("side", 4242, timeout_s=600)
+    assert killed[-1] == (4242, netguard.signal.SIGKILL) and installed == []
 
 
 def test_the_guards_capabilities_are_the_contracts_and_the_kernels_numbers():
     from gym_compose.contract import NETGUARD_CAPABILITIES
 
     assert sorted(netguard.GUARD_CAPABILITIES) == sorted(NETGUARD_CAPABILITIES)
-    assert netguard.GUARD_CAPABILITIES == {"NET_ADMIN": 12, "SETGID": 6, "SETPCAP": 8, "SETUID": 7}
+    assert netguard.GUARD_CAPABILITIES == {"KILL": 5, "NET_ADMIN": 12, "SETGID": 6, "SETPCAP": 8, "SETUID": 7}
 
 
 def test_the_guard_imports_only_the_standard_library_and_the_contract():  # it runs in every server image
@@ -148,4 +184,4 @@ def test_the_guard_imports_only_the_standard_library_and_the_contract():  # it r
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert imported <= {"__future__", "argparse", "ctypes", "fcntl", "grp", "ipaddress", "os", "pwd", "socket",
-                        "struct", "subprocess", "sys", "time", "collections.abc", "gym_compose.contract"}
+                        "signal", "struct", "subprocess", "sys", "time", "collections.abc", "gym_compose.contract"}

@@ -97,8 +97,9 @@ def test_a_server_sharing_a_network_with_its_sandboxes_starts_through_the_guard(
     coder, plain = model["services"]["coder"], model["services"]["plain"]
     # root with only the guard's capabilities; the guard becomes the plan's user before the server runs
     assert coder["user"] == "0:0" and coder["cap_drop"] == ["ALL"]
-    assert coder["cap_add"] == ["NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
-    assert coder["command"] == [*GUARD, "--user", "10001:10001", "--", "python", "-m", "gym_compose.server"]
+    assert coder["cap_add"] == ["KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
+    assert coder["command"] == [*GUARD, "--user", "10001:10001", "--resolve-timeout=660", "--",
+                                "python", "-m", "gym_compose.server"]
     assert coder["security_opt"] == ["no-new-privileges:true"] and coder["read_only"] is True
     # the alias names the server on its sandbox network only: what the guard closes
     assert coder["networks"]["sbx-coder"] == {"aliases": [SANDBOX_SIDE_ALIAS]}
@@ -116,16 +117,16 @@ def test_a_server_whose_sandboxes_have_no_network_is_not_wrapped(roots):
 def test_the_guard_gets_the_servers_own_user_and_capabilities(roots):
     data = config({"network": "internal"}, docker={"user": "server:server", "cap_add": ["cap_chown"]})
     coder = model_of(data, roots)["services"]["coder"]
-    assert coder["user"] == "0:0" and coder["cap_add"] == ["CHOWN", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
-    assert coder["command"] == [*GUARD, "--user", "server:server", "--keep-cap=CHOWN", "--",
+    assert coder["user"] == "0:0" and coder["cap_add"] == ["CHOWN", "KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
+    assert coder["command"] == [*GUARD, "--user", "server:server", "--keep-cap=CHOWN", "--resolve-timeout=660", "--",
                                 "python", "-m", "gym_compose.server"]
 
 
 def test_a_nemo_gym_runtime_server_is_wrapped_around_its_launcher(roots):
     coder = model_of(config({"network": "egress"}, docker={"runtime": "nemo_gym"}), roots)["services"]["coder"]
     assert coder["labels"]["io.gym-compose.runtime"] == "nemo_gym"
-    assert coder["command"] == [*GUARD, "--user", "10001:10001", "--", "python", "-m",
-                                "gym_compose.server.nemo_gym_launch"]
+    assert coder["command"] == [*GUARD, "--user", "10001:10001", "--resolve-timeout=660", "--",
+                                "python", "-m", "gym_compose.server.nemo_gym_launch"]
     assert coder["user"] == "0:0" and "NET_ADMIN" in coder["cap_add"]
 
 

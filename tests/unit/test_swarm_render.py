@@ -68,9 +68,10 @@ def test_sandbox_networks_stay_internal_and_take_the_brokers_containers(roots):
     assert coder["networks"] == {"gym": {}, "sandbox-control": {},
                                  "sbx-coder": {"aliases": ["gym-compose-sandbox-side"]}}
     assert coder["user"] == "0:0" and coder["cap_drop"] == ["ALL"]
-    assert coder["cap_add"] == ["NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
+    assert coder["cap_add"] == ["KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
     assert coder["command"][:3] == ["python", "-m", "gym_compose.server.netguard"]
-    assert coder["command"][-5:] == ["10001:10001", "--", "python", "-m", "gym_compose.server"]
+    assert coder["command"][-6:] == ["10001:10001", "--resolve-timeout=660", "--", "python", "-m",
+                                     "gym_compose.server"]
     assert "security_opt" not in coder  # Swarm has none: the guard sets no-new-privileges itself
 
 
