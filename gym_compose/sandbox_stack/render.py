@@ -49,8 +49,15 @@ def broker_settings(stack: "Stack", images: dict[str, str]) -> BrokerSettings:
         aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
         servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name,
                                                                    "image_aliases": aliases})
+    closed: dict[str, Any] = {}
+    if stack.options.target == "swarm" and any(s.policy.network == "egress" for s in plan.servers):
+        # Swarm publishes on every interface of the node, which egress sandboxes reach
+        published = {stack.options.head_port, *(s.published_port for s in stack.services if s.published_port)}
+        closed = {"closed_node_ports": sorted(published),
+                  "netns_image": images.get(BROKER_SERVICE, images.get("base"))}
     return BrokerSettings(project=stack.project, servers=servers, max_live=plan.options.max_live,
-                          max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s)
+                          max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s,
+                          **closed)
 
 
 def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str], server_spec: dict[str, Any],
