@@ -67,6 +67,15 @@ SECRETS_DIR = "/run/secrets"  # where compose mounts secrets
 COLLECTOR_INPUT = "/input/rows.jsonl"  # the collector's rows (read-only)
 COLLECTOR_RESULTS = "/results"  # the run folder, as the collector sees it
 
+# --- servers that share a network with their sandboxes (gym_compose/server/netguard.py) -----
+SERVER_COMMAND = ("python", "-m", "gym_compose.server")  # the base image's CMD (docker/base.changes)
+NEMO_GYM_SERVER_COMMAND = ("python", "-m", "gym_compose.server.nemo_gym_launch")  # the NeMo Gym runtime's CMD
+NETGUARD_COMMAND = ("python", "-m", "gym_compose.server.netguard")  # wraps a server command
+SANDBOX_SIDE_ALIAS = "gym-compose-sandbox-side"  # a server's alias on its sandbox network only
+# what the guard needs before it drops them: the rules (NET_ADMIN), the bounding set (SETPCAP), the
+# user (SETUID, SETGID); its Swarm helper stops a server whose side it cannot close (KILL)
+NETGUARD_CAPABILITIES = ("KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID")
+
 # --- labels on every container, network and volume ------------------------------------------
 LABEL_PREFIX = "io.gym-compose"
 PROJECT_LABEL = f"{LABEL_PREFIX}.project"

@@ -458,8 +458,12 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
 
 def _network_policies(stack: Stack) -> list[dict[str, Any]]:
     """Compose's networks as policies: servers (and the collector) reach each other on the project
-    network; only sandbox-leasing servers reach the broker (the internal control network); a
-    sandbox talks to the server that leased it and, unless its policy says `egress`, nothing else."""
+    network; only sandbox-leasing servers reach the broker (the internal control network). A
+    sandbox pod admits connections from the server that leased it only, and may open none into
+    the project: with `internal` it may ask DNS and nothing else, with `egress` also the world,
+    where every pod of the project (servers, head, broker, engines, other sandboxes) is selected
+    by an ingress policy that admits no sandbox pod. What the network guard does under compose
+    and Swarm (gym_compose/server/netguard.py), the pods' policies do here (docs/sandboxes.md)."""
     project = stack.project
 
     def policy(name: str, selector: dict[str, str], types: list[str], **rules: Any) -> dict[str, Any]:
@@ -491,7 +495,7 @@ def _network_policies(stack: Stack) -> list[dict[str, Any]]:
         elif server.policy.network == "egress":
             rules = {"ingress": [{"from": [owner]}], "egress": [{}]}
         else:
-            rules = {"ingress": [{"from": [owner]}], "egress": [{"to": [owner]}, dns]}
+            rules = {"ingress": [{"from": [owner]}], "egress": [dns]}
         policies.append(policy(f"sandboxes-{server.service}", sandboxes, ["Ingress", "Egress"], **rules))
     return policies
 

@@ -9,8 +9,21 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SERVER_USER
+from gym_compose.contract import (
+    BIND_ALL,
+    BIND_HOST_ENV,
+    NEMO_GYM_SERVER_COMMAND,
+    NETGUARD_CAPABILITIES,
+    NETGUARD_COMMAND,
+    PROJECT_LABEL,
+    ROLE_LABEL,
+    SANDBOX_SIDE_ALIAS,
+    SECRETS_DIR,
+    SERVER_COMMAND,
+    SERVER_USER,
+)
 from gym_compose.names import DNS_LABEL, shortened
+from gym_compose.runtime_choice import NEMO_GYM
 from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
 from gym_compose.sandbox.policy import BrokerSettings
 from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
@@ -42,8 +55,15 @@ def broker_settings(stack: "Stack", images: dict[str, str]) -> BrokerSettings:
         aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
         servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name,
                                                                    "image_aliases": aliases})
+    closed: dict[str, Any] = {}
+    if stack.options.target == "swarm" and any(s.policy.network == "egress" for s in plan.servers):
+        # Swarm publishes on every interface of the node, which egress sandboxes reach
+        published = {stack.options.head_port, *(s.published_port for s in stack.services if s.published_port)}
+        closed = {"closed_node_ports": sorted(published),
+                  "netns_image": images.get(BROKER_SERVICE, images.get("base"))}
     return BrokerSettings(project=stack.project, servers=servers, max_live=plan.options.max_live,
-                          max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s)
+                          max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s,
+                          **closed)
 
 
 def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str], server_spec: dict[str, Any],
@@ -68,6 +88,7 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
                                             "internal": internal,
                                             **({"driver_opts": dict(NO_HOST_ADDRESS)} if internal else {}),
                                             "labels": dict(labels)}
+            guard_sandbox_side(service, server.network_key, stack.service(server.service).runtime)
         secret = server_secret_name(server.instance)
         service["secrets"] = sorted({*service.get("secrets", []), secret})
         service.setdefault("environment", {}).update({
@@ -76,6 +97,29 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
     declared = model.setdefault("secrets", {})
     for name in [BROKER_SECRET, *(server_secret_name(s.instance) for s in plan.servers)]:
         declared[name] = {"file": f"./secrets/{name}"}
+
+
+def guard_sandbox_side(service: dict[str, Any], network_key: str, runtime: str) -> None:
+    """Start a server that shares `network_key` with its sandboxes through the network guard
+    (gym_compose/server/netguard.py): as root with only the guard's capabilities, an alias on
+    that network alone to find it by, and its own user (and `cap_add`) handed to the guard,
+    which refuses every new connection from that side, drops to that user and starts the server.
+    Under Swarm the same service (render_swarm.py keeps these keys)."""
+    assert "command" not in service  # a server's command is its image's CMD, spelled in the contract
+    user = str(service.get("user") or SERVER_USER)
+    own_capabilities = sorted({str(cap).upper().removeprefix("CAP_") for cap in service.get("cap_add") or ()})
+    server_command = NEMO_GYM_SERVER_COMMAND if runtime == NEMO_GYM else SERVER_COMMAND
+    service["user"] = "0:0"
+    service["cap_drop"] = ["ALL"]
+    service["cap_add"] = sorted({*own_capabilities, *NETGUARD_CAPABILITIES})
+    # Swarm's DNS answers the alias once the server is healthy: it may take the start period
+    start_period = str(service["healthcheck"]["start_period"]).removesuffix("s")
+    service["command"] = [*NETGUARD_COMMAND, "--sandbox-side", SANDBOX_SIDE_ALIAS, "--user", user,
+                          *(f"--keep-cap={cap}" for cap in own_capabilities),
+                          f"--resolve-timeout={int(start_period) + 60}", "--", *server_command]
+    networks: dict[str, Any] = {name: {} for name in service["networks"]}
+    networks[network_key] = {"aliases": [SANDBOX_SIDE_ALIAS]}
+    service["networks"] = networks
 
 
 def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[str, Any], labels: dict[str, str],

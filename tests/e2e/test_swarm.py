@@ -63,14 +63,24 @@ def start_registry(folder) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def swarm_stack(tmp_path_factory):
+def swarm_node():
+    """This engine as a single-node swarm manager, for the module (left only if made here)."""
     state = docker("info", "--format", "{{.Swarm.LocalNodeState}}").stdout.strip()
     initialised = state == "inactive"
-    cwd = tmp_path_factory.mktemp("swarm")
-    registry = start_registry(cwd)
     if initialised:
         init = docker("swarm", "init", "--advertise-addr", "127.0.0.1")
         assert init.returncode == 0, init.stderr
+    try:
+        yield
+    finally:
+        if initialised:
+            docker("swarm", "leave", "--force")
+
+
+@pytest.fixture(scope="module")
+def swarm_stack(swarm_node, tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("swarm")
+    registry = start_registry(cwd)
     try:
         up = gym_compose("up", "-d", *STACK_ARGS, "--head-port", str(free_port()), cwd=cwd)
         assert up.returncode == 0, up.stderr
@@ -79,8 +89,6 @@ def swarm_stack(tmp_path_factory):
         docker("stack", "rm", PROJECT)
         for service in of_stack("service"):
             docker("service", "rm", service)
-        if initialised:
-            docker("swarm", "leave", "--force")
         registry.kill()
         for image in docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{REGISTRY}/gym/*").stdout.split():
             docker("rmi", image)
@@ -159,3 +167,17 @@ def test_a_sandboxed_benchmark_collects_on_swarm_and_leaves_nothing(swarm_stack,
     for label in ("io.gym-compose.project", "com.docker.stack.namespace"):
         assert docker("ps", "-aq", "--filter", f"label={label}={project}").stdout.split() == []
         assert docker("service", "ls", "-q", "--filter", f"label={label}={project}").stdout.split() == []
+
+
+def test_nothing_of_the_project_answers_a_sandbox_on_swarm(swarm_node, tmp_path):
+    """tests/e2e/test_sandbox_reach.py's checks on overlay networks: the guard finds the overlay
+    interface by its alias, and no server, broker or head answers a sandbox of any policy."""
+    from tests.e2e.test_sandbox_reach import POLICIES, check_reach, start_stack
+
+    project = f"{PROJECT_PREFIX}-swr"
+    try:
+        stack = start_stack(tmp_path, project, "--target", "swarm")
+        for policy in POLICIES:
+            check_reach(stack, policy)
+    finally:
+        gym_compose("down", "-p", project, cwd=tmp_path)

@@ -22,7 +22,7 @@ from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, Fall
 from gym_compose.sandbox.broker.commands import agent_exec_request, command_timeout, exec_result, user_refusal
 from gym_compose.sandbox.broker.death import death_reason
 from gym_compose.sandbox.broker.engine import Engine, EngineError, NotFound
-from gym_compose.sandbox.broker.launch import container_config, container_name
+from gym_compose.sandbox.broker.launch import closed_ports_helper, container_config, container_name
 from gym_compose.sandbox.broker.sandboxes import (
     BrokerError,
     Limits,
@@ -293,6 +293,8 @@ class SandboxPool:
                 channel = AgentChannel(reader, writer, name)
                 sandbox.channel = channel
                 await self.engine.start(sandbox.container_id)
+                if policy.network == "egress" and self.settings.closed_node_ports:
+                    await self._close_node_ports(sandbox)
             finally:
                 self._start_slots.release()
             try:
@@ -321,6 +323,16 @@ class SandboxPool:
         self.start_times.append(sandbox.start_s)
         self._spawn(self._watch(sandbox))
         return sandbox
+
+    async def _close_node_ports(self, sandbox: Sandbox) -> None:
+        """Refuse the node's published ports from inside an egress sandbox before it is leased."""
+        assert sandbox.container_id is not None and self.settings.netns_image
+        config = closed_ports_helper(self.settings.project, sandbox.server, sandbox.container_id,
+                                     self.settings.netns_image, self.settings.closed_node_ports)
+        code, output = await self.engine.run_to_end(config, f"{sandbox.id}-netns")
+        if code != 0:
+            raise EngineError(f"could not close the node's published ports in it (nft, exit {code}): "
+                              f"{output.strip()[-300:]}")
 
     async def _pulled(self, image: str, deadline: float) -> None:
         """Pull an image the engine lacks, once however many leases ask for it at the same time. A
