@@ -23,11 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from gym_compose.plan.planner import service_name
+
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
 ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
-SERVICES = ["example-single-tool-call-environment-server", "example-single-tool-call-simple-agent",
-            "example-single-tool-call", "policy-model", "head"]
+INSTANCES = ["example_single_tool_call_environment_server", "example_single_tool_call_simple_agent",
+             "example_single_tool_call", "policy_model"]
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "kB": 1e3, "MB": 1e6, "GB": 1e9}
 
 
@@ -86,6 +88,8 @@ def main() -> None:
     rows, baseline_rows = work / "rows.jsonl", work / "baseline.jsonl"
     rows.write_text("".join(lines[i % len(lines)] + "\n" for i in range(args.rows)))
     baseline_rows.write_text("".join(lines[i % len(lines)] + "\n" for i in range(args.baseline_rows)))
+    # a long project shortens the long service names (gym_compose/contract.py)
+    services = [service_name(instance, args.project) for instance in INSTANCES] + ["head"]
     stack = ["-p", args.project, "--head-port", args.head_port, "--resources-server", "example_single_tool_call"]
     collect = ["eval", "run", "--no-serve", *stack, "--num-samples-in-parallel", str(args.parallel)]
 
@@ -113,7 +117,7 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 for name, mib in memory_mib(args.project).items():
                     peak[name] = max(peak.get(name, 0.0), mib)
-                victim = SERVICES[round_number % len(SERVICES)]
+                victim = services[round_number % len(services)]
                 subprocess.run(["docker", "kill", f"{args.project}-{victim}-1"], capture_output=True, timeout=120)
                 cli.wait(timeout=600)
                 restarts[victim] += 1

@@ -9,6 +9,16 @@ build=/tmp/gym-compose-build
 python_version=$1
 pip_options=${2:-}
 python3 -c 'import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(0 if v == sys.argv[1] else "the parent image has Python " + v + ", gym-compose needs " + sys.argv[1])' "$python_version"
+# nft: a server that shares a network with its sandboxes closes that side with it before it starts
+# (gym_compose/server/netguard.py). The offline parent has it; a public slim image gets it from apt.
+if ! command -v nft >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && apt-get update -qq \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables >/dev/null; then
+        rm -rf /var/lib/apt/lists/*
+    else
+        echo "note: no nft in this image: servers that share a network with their sandboxes will not start" >&2
+    fi
+fi
 python3 -m venv /opt/venv
 # shellcheck disable=SC2086  # pip_options is a list of options
 /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --quiet $pip_options \

@@ -18,10 +18,17 @@ RUN python3 -m venv /opt/venv \
 FROM ${PARENT_IMAGE}
 ARG PARENT_IMAGE
 LABEL io.gym-compose.image=nemo-gym-runtime io.gym-compose.image.parent=${PARENT_IMAGE}
+# nft: a server that shares a network with its sandboxes closes that side with it before it starts
+# (gym_compose/server/netguard.py). The offline parent has it; python:3.13-slim gets it from apt.
 RUN echo 'server:x:10001:10001:gym-compose server:/home/server:/usr/sbin/nologin' >> /etc/passwd \
  && echo 'server:x:10001:' >> /etc/group \
  && mkdir -p /home/server /srv/gym \
- && chown 10001:10001 /home/server /srv/gym
+ && chown 10001:10001 /home/server /srv/gym \
+ && if ! command -v nft >/dev/null 2>&1; then \
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables \
+          >/dev/null && rm -rf /var/lib/apt/lists/*; } \
+        || echo "note: no nft in this image: servers that share a network with their sandboxes will not start" >&2; \
+    fi
 # GIT_PYTHON_REFRESH: nemo_gym imports GitPython, which refuses to import without a git binary.
 ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     VIRTUAL_ENV=/opt/venv \

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from gym_compose.config import ConfigRequest, discover, load, redact_for_display, search_roots
+from gym_compose.config.host_environment import env_names
 from gym_compose.config.search import SELECTOR_FLAGS
 from gym_compose.errors import UserError
 
@@ -21,7 +22,11 @@ def resolve_command(request: ConfigRequest, cwd: Path | None = None) -> None:
     """The merged config as YAML on stdout (secrets as '****'); everything else on stderr."""
     loaded = load(request, cwd=cwd)
     print_warnings(loaded.warnings)
-    sys.stdout.write(yaml.safe_dump(redact_for_display(loaded.data), sort_keys=False, allow_unicode=True))
+    shown = redact_for_display(loaded.data, loaded.from_environment)
+    sys.stdout.write(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True))
+    if loaded.from_environment:
+        names = sorted({name for expression in loaded.from_environment.values() for name in env_names(expression)})
+        print(f"note: values from the host's environment ({', '.join(names)}) are shown as '****'", file=sys.stderr)
     lines = runtime_lines(loaded.data, loaded.search_roots)
     if lines:
         print("runtimes (docs/nemo-gym-runtime.md):", file=sys.stderr)

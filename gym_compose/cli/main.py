@@ -18,6 +18,7 @@ from gym_compose.cli.shared_options import (
     DEFAULT_PROJECT,
     PROJECT_OPTION,
     STACK_COMMAND,
+    exec_arguments,
     with_collection,
     with_config,
     with_stack,
@@ -148,10 +149,11 @@ def sandbox_exec(
     command: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).")],
     project: PROJECT_OPTION = DEFAULT_PROJECT,
 ) -> None:
-    """Run a command in a sandbox: gym-compose sandbox exec SANDBOX -- ls -la."""
+    """Run a command in a sandbox: gym-compose sandbox exec SANDBOX [-p NAME] -- ls -la."""
     from gym_compose.stack.sandbox_commands import sandbox_exec as run
 
-    raise typer.Exit(run(project, None if sandbox == "-" else sandbox, list(command)))
+    project, words = exec_arguments(project, list(command))
+    raise typer.Exit(run(project, None if sandbox == "-" else sandbox, words))
 
 
 @sandbox_app.command("shell")
@@ -182,7 +184,7 @@ def view(
     export: Annotated[Optional[Path], typer.Option(
         "--export", metavar="FILE.html",
         help="Write one self-contained HTML file (opens with no server and no network) instead of serving.")] = None,
-    port: Annotated[int, typer.Option("--port", help="Port to serve on (default: a free one, printed).")] = 0,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to serve on (default: a free one, printed).")] = 0,
     host: Annotated[str, typer.Option("--host", help="Address to serve on; keep the default unless you mean to share the page.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the default web browser.")] = False,
     results_dir: Annotated[Path, typer.Option("--results-dir", help="Where to look for the latest run when no RUN_DIR is given.")] = Path("results"),
@@ -246,7 +248,9 @@ def eval_rerun(
 
     The same resolved config (secrets masked in the manifest are asked for again: --model-api-key,
     env.yaml, or ++PATH=VALUE), the same images by id, the same rows (input.jsonl) and collector
-    options. Other overrides change the config, as in any command. Then compare the two runs with
+    options. Other overrides change the config, as in any command. Docker settings of the manifest
+    that a fresh `up` would not give (host mounts, added capabilities, root, a writable root) are
+    left out unless given again here (the rerun names each). Then compare the two runs with
     `gym-compose eval compare`.
     """
     from gym_compose.runs.rerun import rerun_command

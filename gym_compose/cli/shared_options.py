@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, NamedTuple, Optional
 import typer
 
 from gym_compose.config.request import ConfigRequest
-from gym_compose.contract import HEAD_PORT, PROJECT_ENV
+from gym_compose.contract import HEAD_PORT, MAX_PROJECT, PROJECT_ENV
 from gym_compose.errors import UserError
 
 if TYPE_CHECKING:
@@ -52,6 +52,29 @@ CONFIG_OPTIONS: dict[str, tuple[Any, Any]] = {
 PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 
+def exec_arguments(project: str, words: list[str]) -> tuple[str, list[str]]:
+    """`sandbox exec SANDBOX [-p NAME] [--] CMD...`: the options given after SANDBOX (the parser
+    stops at SANDBOX, so that CMD's own options stay CMD's) and the command; -p/--project there
+    is gym-compose's, as before SANDBOX."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word in ("-p", "--project"):
+            if index + 1 >= len(words):
+                raise UserError(f"{word} needs a project name", hint="e.g. gym-compose sandbox exec SANDBOX -p NAME -- ls")
+            project, index = _checked_project_name(words[index + 1]), index + 2
+        elif word.startswith("--project="):
+            project, index = _checked_project_name(word.split("=", 1)[1]), index + 1
+        elif word == "--":
+            return project, words[index + 1:]
+        elif word.startswith("-") and "--" in words[index:]:
+            raise UserError(f"unknown option {word!r} before `--`",
+                            hint="options of sandbox exec go before `--` (only -p/--project), the command after it")
+        else:
+            break
+    return project, words[index:]
+
+
 def _checked_project_name(project: str) -> str:
     if not PROJECT_NAME.fullmatch(project):
         raise UserError(
@@ -62,7 +85,7 @@ def _checked_project_name(project: str) -> str:
 
 
 PROJECT_OPTION = _option(str, "--project", "-p", metavar="NAME", envvar=PROJECT_ENV,
-                         callback=_checked_project_name, help="Compose project name.")
+                         callback=_checked_project_name, help=f"Compose project name (at most {MAX_PROJECT} characters, so every name made from it fits: docs/deploy.md#names).")
 DEFAULT_PROJECT = "gym-compose"
 
 STACK_OPTIONS: dict[str, tuple[Any, Any]] = {

@@ -8,6 +8,7 @@ Repeats are in place: a a b b.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ def materialize_rows(
     options: CollectOptions,
     routing: RoutingTable,
     prompt: PromptConfig | None = None,
+    row_check: Callable[[dict[str, Any], str, str | None], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every rollout to run, in order; raises UserError (file, line) before anything runs."""
+    """Every rollout to run, in order; raises UserError (file, line) before anything runs.
+    `row_check(row, where, agent)` sees each routed row (the host's checks of what servers refuse)."""
     if options.num_repeats < 1:
         raise UserError(f"--num-repeats must be at least 1, got {options.num_repeats}")
     overrides = options.responses_create_params_overrides()
@@ -64,6 +67,8 @@ def materialize_rows(
         if not is_taskset_row and agent_name_of(row) is None and len(server.agents) == 1:
             # the only place this row can go: name its agent, so metrics and outputs say which
             row = {**row, "agent_ref": {"name": server.agents[0]}}
+        if row_check is not None and not is_taskset_row:
+            row_check(row, where, agent_name_of(row))
         if TASK_INDEX not in row:
             row = {**row, TASK_INDEX: task_index_of_line.setdefault(text, len(task_index_of_line))}
         for _ in range(options.num_repeats):

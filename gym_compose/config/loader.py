@@ -9,6 +9,7 @@ validation.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -19,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from gym_compose.config.constants import MODELS, RESERVED_KEYS, SERVER_TYPES
 from gym_compose.config.directives import apply_directives
 from gym_compose.config.finalize import raise_on_missing, to_plain
+from gym_compose.config.host_environment import environment_paths
 from gym_compose.config.includes import ConfigEntry, LoadedFile, load_includes
 from gym_compose.config.legacy import add_legacy_environment_servers
 from gym_compose.config.overrides import Override, apply_overrides, parse_overrides
@@ -48,6 +50,9 @@ class LoadedConfig:
     search_roots: list[Path] = field(default_factory=list)
     # top-level key -> the source that last set it (a file path, env.yaml, the command line)
     origins: dict[str, str] = field(default_factory=dict)
+    # path -> raw expression of each value the host's environment gave (`${oc.env:VAR}`, VAR set):
+    # masked wherever the config is shown or recorded, like a secret (config.host_environment)
+    from_environment: dict[tuple[str, ...], str] = field(default_factory=dict)
 
 
 def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
@@ -89,6 +94,7 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
     warnings += apply_directives(merged, origins)
     default_cache_dir(merged, cwd)
     raise_on_missing(merged, origins)
+    from_environment = environment_paths(OmegaConf.to_container(merged, resolve=False), os.environ)
     data = to_plain(merged)
 
     legacy_warnings = add_legacy_environment_servers(data)
@@ -96,7 +102,8 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
         origins.setdefault(name, "generated")
     warnings += validate(data, origins)
     warnings += legacy_warnings
-    return LoadedConfig(data=data, warnings=warnings, search_roots=roots, origins=origins)
+    return LoadedConfig(data=data, warnings=warnings, search_roots=roots, origins=origins,
+                        from_environment=from_environment)
 
 
 def _model_flag_overrides(request: ConfigRequest) -> list[Override]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
 
 MASK = "****"
@@ -17,21 +18,36 @@ def is_secret_key(key: Any) -> bool:
     return bool(_SECRET_KEY.search(str(key).lower()))
 
 
-def redact(data: dict[str, Any]) -> dict[str, Any]:
+def redact(data: dict[str, Any], masked: Collection[tuple[str, ...]] = ()) -> dict[str, Any]:
     """A copy of `data` with every value under a secret-looking key (`*api_key*`, `*token*`,
-    `*secret*`, `*password*`) replaced by '****'. Unset values (None) stay None."""
-    return {key: _redact_value(value, is_secret_key(key)) for key, value in data.items()}
+    `*secret*`, `*password*`) replaced by '****', and every value at or under a path of `masked`
+    (values the host's environment gave: `config.host_environment`). Unset values (None) stay None."""
+    return _Redactor(set(masked)).value(data, (), False, False)
 
 
-def _redact_value(value: Any, secret: bool) -> Any:
-    if isinstance(value, dict):
-        return {k: _redact_value(v, secret or is_secret_key(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_value(item, secret) for item in value]
-    # a flag is no secret (return_token_id_information)
-    if secret and value is not None and not isinstance(value, bool):
-        return MASK
-    return value
+def mask_paths(data: dict[str, Any], masked: Collection[tuple[str, ...]]) -> dict[str, Any]:
+    """A copy of `data` with only the values at or under `masked` as '****' (secret keys as they are)."""
+    return _Redactor(set(masked), by_key=False).value(data, (), False, False)
+
+
+class _Redactor:
+    def __init__(self, masked: set[tuple[str, ...]], by_key: bool = True):
+        self.masked = masked
+        self.by_key = by_key
+
+    def value(self, value: Any, path: tuple[str, ...], secret: bool, from_host: bool) -> Any:
+        from_host = from_host or path in self.masked
+        if isinstance(value, dict):
+            return {key: self.value(item, (*path, str(key)), secret or (self.by_key and is_secret_key(key)), from_host)
+                    for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.value(item, (*path, str(index)), secret, from_host) for index, item in enumerate(value)]
+        if value is None:
+            return None
+        # a flag is no secret (return_token_id_information), but one the host's environment set is its value
+        if from_host or (secret and not isinstance(value, bool)):
+            return MASK
+        return value
 
 
 def nemo_gym_masks(key: Any) -> bool:
@@ -41,10 +57,10 @@ def nemo_gym_masks(key: Any) -> bool:
     return "token" in key or "key" in key or "header" in key
 
 
-def redact_for_display(data: dict[str, Any]) -> dict[str, Any]:
+def redact_for_display(data: dict[str, Any], masked: Collection[tuple[str, ...]] = ()) -> dict[str, Any]:
     """What `resolve` prints: NeMo Gym's masking (every leaf under a key it masks becomes '****',
-    a list there a list of '****') on top of `redact` (secret and password keys too)."""
-    return _mask_like_nemo_gym(redact(data))
+    a list there a list of '****') on top of `redact` (secret and password keys, and `masked`)."""
+    return _mask_like_nemo_gym(redact(data, masked))
 
 
 def _mask_like_nemo_gym(node: Any) -> Any:

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_compose.contract import CACHE_LABEL
+from gym_compose.contract import CACHE_LABEL, DNS_LABEL, shortened
 from gym_compose.errors import UserError
 from gym_compose.plan.service_spec import GpuRequest, Mount, Probe, parse_gpus
 
@@ -65,9 +65,10 @@ def serve_arguments(kwargs: dict[str, Any], where: str) -> list[str]:
     return arguments
 
 
-def local_vllm_server(instance_name: str, service_name: str, spec: dict[str, Any], start_period_s: int
-                      ) -> InferenceServer:
-    """The vLLM service for a local_vllm_model instance (its spec is read, not changed)."""
+def local_vllm_server(instance_name: str, service_name: str, spec: dict[str, Any], start_period_s: int,
+                      name_budget: int = DNS_LABEL) -> InferenceServer:
+    """The vLLM service for a local_vllm_model instance (its spec is read, not changed), its name
+    `SERVICE-vllm` in at most `name_budget` characters (contract.py)."""
     where = f"{instance_name}.responses_api_models.{LOCAL_VLLM}"
     model = spec.get("model")
     if not isinstance(model, str) or not model:
@@ -93,7 +94,7 @@ def local_vllm_server(instance_name: str, service_name: str, spec: dict[str, Any
         cache_mount = Mount("volume", CACHE_VOLUME_KEY, HF_CACHE)
     probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{VLLM_PORT}/health', timeout=4)"
     return InferenceServer(
-        name=f"{service_name}-vllm",
+        name=shortened(f"{service_name}-vllm", name_budget),
         image=str(spec.get("vllm_image") or DEFAULT_VLLM_IMAGE),
         command=["--model", model, "--host", "0.0.0.0", "--port", str(VLLM_PORT), *serve_arguments(kwargs, where)],
         environment={"HF_HOME": HF_CACHE, **{str(key): str(value) for key, value in env.items()}},

@@ -15,7 +15,7 @@ import hashlib
 import re
 from pathlib import Path
 from secrets import token_hex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gym_compose.config import find_implementation_dir, instances
 from gym_compose.config.instances import without_entrypoint
@@ -26,9 +26,14 @@ from gym_compose.contract import (
     HEAD_PORT,
     HEAD_ROLE,
     INFERENCE_ROLE,
+    MAX_PROJECT,
     ROLE_BY_SERVER_TYPE,
     SECRET_PREFIX,
     SERVER_PORT,
+    dns_safe,
+    project_too_long,
+    service_budget,
+    shortened,
 )
 from gym_compose.errors import UserError
 from gym_compose.plan.inference_servers import LOCAL_VLLM, VLLM_PORT, inference_base_url, local_vllm_server
@@ -37,21 +42,14 @@ from gym_compose.plan.runtime_choice import choose_runtime
 from gym_compose.plan.sandbox_names import declares_sandboxes
 from gym_compose.plan.service_spec import Limits, Overrides, read_docker_block
 
-if TYPE_CHECKING:
-    pass
 
-MAX_DNS_LABEL = 63  # a service name is a host name on the stack's network
-
-
-def service_name(instance_name: str) -> str:
-    """A DNS-safe compose service name for an instance name."""
-    name = re.sub(r"[^a-z0-9-]+", "-", instance_name.lower()).strip("-")
+def service_name(instance_name: str, project: str = "gym-compose") -> str:
+    """A DNS-safe service name for an instance name, short enough for every name a target makes
+    of it and the project (contract.py); a longer one is cut and ends in a hash of the instance name."""
+    name = dns_safe(instance_name)
     if not name:
         raise UserError(f"server instance name {instance_name!r} has no letters or digits")
-    if len(name) > MAX_DNS_LABEL:  # peers could not resolve it (e.g. Python's idna codec refuses it)
-        digest = hashlib.sha256(instance_name.encode()).hexdigest()[:8]
-        name = name[:MAX_DNS_LABEL - len(digest) - 1].rstrip("-") + "-" + digest
-    return name
+    return shortened(name, service_budget(project), original=instance_name)
 
 
 TIMEOUT_KEYS = ("server_spinup_timeout_seconds", "model_endpoint_readiness_timeout_seconds")
@@ -63,6 +61,9 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
             raise UserError(f"{key} must be a number of seconds (0 or more), got {value!r}",
                             hint=f"e.g. ++{key}=120")
+    too_long = project_too_long(options.project)
+    if too_long:
+        raise UserError(too_long, hint=f"use a project name of at most {MAX_PROJECT} characters (-p NAME)")
     found = instances(data)
     if not found:
         data_blocks = [f"{b.name}.{b.server_type}.{b.implementation}" for b in without_entrypoint(data)]
@@ -76,7 +77,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     services: list[Service] = []
     taken: dict[str, str] = {}
     for instance in found:
-        name = service_name(instance.name)
+        name = service_name(instance.name, options.project)
         if name in (HEAD_SERVICE, COLLECTOR_SERVICE):
             name = f"{name}-server"
         if name in taken:
@@ -128,7 +129,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
             key_name = session_key_secret(service.name)
             secrets[key_name] = token_hex(32)
             service.secrets.append(key_name)
-    inference, volumes = _inference_servers(services, network_config, host_config)
+    inference, volumes = _inference_servers(services, network_config, host_config, service_budget(options.project))
     network_config[HEAD_INSTANCE] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
     host_config[HEAD_INSTANCE] = {"host": options.bind_address, "port": options.head_port}
 
@@ -152,8 +153,8 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     )
 
 
-def _inference_servers(services: list[Service], network_config: dict[str, Any], host_config: dict[str, Any]
-                       ) -> tuple[list[Service], dict[str, str]]:
+def _inference_servers(services: list[Service], network_config: dict[str, Any], host_config: dict[str, Any],
+                       name_budget: int) -> tuple[list[Service], dict[str, str]]:
     """An inference service per local_vllm_model instance; the instance's base_url points at it."""
     inference: list[Service] = []
     volumes: dict[str, str] = {}
@@ -163,7 +164,7 @@ def _inference_servers(services: list[Service], network_config: dict[str, Any], 
         if service.implementation != LOCAL_VLLM:
             continue
         spec = _instance_spec(network_config, service)
-        server = local_vllm_server(str(service.instance), service.name, spec, max(start_period, 1))
+        server = local_vllm_server(str(service.instance), service.name, spec, max(start_period, 1), name_budget)
         if any(existing.name == server.name for existing in [*services, *inference]):
             raise UserError(f"the inference service {server.name!r} of {service.instance!r} clashes with an instance's "
                             "service name", hint="rename one of them")

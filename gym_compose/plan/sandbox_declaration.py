@@ -82,7 +82,7 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
         raise UserError(f"{where} must be a mapping, got {block!r}")
     from gym_compose.plan.sandbox_defaults import sandbox_defaults
 
-    block = {**sandbox_defaults(instance.implementation, spec), **block}
+    block = {**sandbox_defaults(instance.implementation, spec, instance.name), **block}
     notices: list[str] = []
     fields: dict[str, Any] = {key: block[key] for key in POLICY_KEYS if block.get(key) is not None}
     _take_resources(where, block, fields, notices)

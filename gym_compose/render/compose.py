@@ -56,6 +56,9 @@ class RenderOptions:
 
     # The Docker socket the sandbox broker mounts: (host path, its group id, rootless engine).
     docker_socket: tuple[str, int | None, bool] | None = None
+    # The target publishes ports on every interface of the node (Swarm), where egress sandboxes
+    # reach them: the broker refuses them from inside each such sandbox (docs/sandboxes.md).
+    publishes_on_every_interface: bool = False
 
 
 def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun | None = None,
@@ -83,7 +86,8 @@ def compose_model(stack: Stack, images: dict[str, str], collector: CollectorRun 
     if stack.sandboxes is not None:
         from gym_compose.render.sandbox_services import add_sandboxes
 
-        add_sandboxes(model, stack, images, services[HEAD_SERVICE], options.docker_socket)
+        add_sandboxes(model, stack, images, services[HEAD_SERVICE], options.docker_socket,
+                      options.publishes_on_every_interface)
     return model
 
 

@@ -65,6 +65,7 @@ SECRETS_FILE = "secrets.yaml"
 NAME_LABEL = "app.kubernetes.io/name"
 IN_NETWORK_LABEL = "gym-compose.io/network"  # on the project network (compose's `gym`)
 SANDBOX_CLIENT_LABEL = "gym-compose.io/sandbox-client"  # a server that leases sandboxes
+INSTANCE_ANNOTATION = "gym-compose.io/instance"  # a server's instance name in the config (contract.py)
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 RESULTS_SIZE = "1Gi"
 CACHE_SIZE = "100Gi"
@@ -90,9 +91,6 @@ def kubernetes_manifests(stack: Stack, images: dict[str, str], project_secret: s
         for server in stack.sandboxes.servers:
             secret_data[server_secret_name(server.instance)] = server_token(project_secret, server.instance)
     for service in stack.services:
-        if len(service.name) > 63:  # a Service name is a DNS label
-            raise UserError(f"service {service.name!r} has more than 63 characters, too long for a Kubernetes Service",
-                            hint="shorten the instance name")
         keys = list(service.secrets)
         if service.name in sandbox_servers:
             from gym_compose.sandbox.tokens import server_secret_name
@@ -337,11 +335,14 @@ def _deployment(stack: Stack, service: Service, images: dict[str, str], secret_k
     selector = _node_selector(service)
     if selector:
         pod_spec["nodeSelector"] = selector
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": _meta(project, service.name, service.role, service.name),
+    metadata = _meta(project, service.name, service.role, service.name)
+    template_metadata: dict[str, Any] = {"labels": labels}
+    if service.instance:  # the whole instance name: a label value has at most 63 characters, an annotation any
+        metadata["annotations"] = template_metadata["annotations"] = {INSTANCE_ANNOTATION: service.instance}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
             "spec": {"replicas": service.scheduling.replicas,
                      "selector": {"matchLabels": _selector(project, service.name)},
-                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+                     "template": {"metadata": template_metadata, "spec": pod_spec}}}
 
 
 def _default_memory(service: Service) -> str | None:
@@ -461,8 +462,12 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
 
 def _network_policies(stack: Stack) -> list[dict[str, Any]]:
     """Compose's networks as policies: servers (and the collector) reach each other on the project
-    network; only sandbox-leasing servers reach the broker (the internal control network); a
-    sandbox talks to the server that leased it and, unless its policy says `egress`, nothing else."""
+    network; only sandbox-leasing servers reach the broker (the internal control network). A
+    sandbox pod admits connections from the server that leased it only, and may open none into
+    the project: with `internal` it may ask DNS and nothing else, with `egress` also the world,
+    where every pod of the project (servers, head, broker, engines, other sandboxes) is selected
+    by an ingress policy that admits no sandbox pod. What the network guard does under compose
+    and Swarm (gym_compose/server/netguard.py), the pods' policies do here (docs/sandboxes.md)."""
     project = stack.project
 
     def policy(name: str, selector: dict[str, str], types: list[str], **rules: Any) -> dict[str, Any]:
@@ -494,7 +499,7 @@ def _network_policies(stack: Stack) -> list[dict[str, Any]]:
         elif server.policy.network == "egress":
             rules = {"ingress": [{"from": [owner]}], "egress": [{}]}
         else:
-            rules = {"ingress": [{"from": [owner]}], "egress": [{"to": [owner]}, dns]}
+            rules = {"ingress": [{"from": [owner]}], "egress": [dns]}
         policies.append(policy(f"sandboxes-{server.service}", sandboxes, ["Ingress", "Egress"], **rules))
     return policies
 

@@ -9,10 +9,25 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from gym_compose.contract import BIND_ALL, BIND_HOST_ENV, PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SERVER_USER
+from gym_compose.contract import (
+    BIND_ALL,
+    BIND_HOST_ENV,
+    DNS_LABEL,
+    NEMO_GYM_SERVER_COMMAND,
+    NETGUARD_CAPABILITIES,
+    NETGUARD_COMMAND,
+    PROJECT_LABEL,
+    ROLE_LABEL,
+    SANDBOX_SIDE_ALIAS,
+    SECRETS_DIR,
+    SERVER_COMMAND,
+    SERVER_USER,
+    shortened,
+)
 from gym_compose.contract import SANDBOX_BROKER_ENV as BROKER_ENV
 from gym_compose.contract import SANDBOX_POLICY_ENV as POLICY_ENV
 from gym_compose.contract import SANDBOX_TOKEN_FILE_ENV as TOKEN_FILE_ENV
+from gym_compose.plan.runtime_choice import NEMO_GYM
 from gym_compose.plan.sandbox_plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK
 from gym_compose.sandbox.policy import BrokerSettings
 from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
@@ -26,32 +41,47 @@ NO_HOST_ADDRESS = {"com.docker.network.bridge.inhibit_ipv4": "true"}
 SOCKET_TARGET = "/var/run/docker.sock"
 
 
-def broker_settings(stack: "Stack", images: dict[str, str]) -> BrokerSettings:
+def network_name_of(project: str, key: str) -> str:
+    """The engine's name of a sandbox network: PROJECT-KEY, in one DNS label (contract.py)."""
+    return shortened(f"{project}-{key}", DNS_LABEL)
+
+
+def broker_settings(stack: "Stack", images: dict[str, str], publishes_on_every_interface: bool = False
+                    ) -> BrokerSettings:
     plan = stack.sandboxes
     assert plan is not None  # called for a stack whose servers lease sandboxes
     servers = {}
     for server in plan.servers:
         image = images.get(server.image_key) or server.image or server.image_key
-        network_name = f"{stack.project}-{server.network_key}" if server.network_key else None
+        network_name = network_name_of(stack.project, server.network_key) if server.network_key else None
         prefix = server.task_image_key("")
         aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
         servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name,
                                                                    "image_aliases": aliases})
+    closed: dict[str, Any] = {}
+    if publishes_on_every_interface and any(s.policy.network == "egress" for s in plan.servers):
+        # the node's published ports, which egress sandboxes reach through the node
+        published = {stack.options.head_port, *(s.published_port for s in stack.services if s.published_port)}
+        closed = {"closed_node_ports": sorted(published),
+                  "netns_image": images.get(BROKER_SERVICE, images.get("base"))}
     return BrokerSettings(project=stack.project, servers=servers, max_live=plan.options.max_live,
-                          max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s)
+                          max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s,
+                          **closed)
 
 
 def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str], server_spec: dict[str, Any],
-                  socket: Optional[tuple[str, Optional[int], bool]] = None) -> None:
+                  socket: Optional[tuple[str, Optional[int], bool]] = None,
+                  publishes_on_every_interface: bool = False) -> None:
     """Add the broker, networks and secrets to a rendered compose model (in place).
 
     `server_spec` is a rendered server service to take the hardening defaults from; `socket` is
-    (host socket path, its group id, whether the engine is rootless) from the engine."""
+    (host socket path, its group id, whether the engine is rootless) from the engine;
+    `publishes_on_every_interface` says the target publishes ports on every interface of the node."""
     plan = stack.sandboxes
     assert plan is not None  # called for a stack whose servers lease sandboxes
     labels = {PROJECT_LABEL: stack.project}
     networks = model.setdefault("networks", {})
-    networks[CONTROL_NETWORK] = {"name": f"{stack.project}-{CONTROL_NETWORK}", "internal": True,
+    networks[CONTROL_NETWORK] = {"name": network_name_of(stack.project, CONTROL_NETWORK), "internal": True,
                                  "driver_opts": dict(NO_HOST_ADDRESS), "labels": dict(labels)}
     for server in plan.servers:
         service = model["services"][server.service]
@@ -59,23 +89,50 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
         service["networks"] = [*service.get("networks", []), *extra]
         if server.network_key:
             internal = server.policy.network != "egress"
-            networks[server.network_key] = {"name": f"{stack.project}-{server.network_key}", "internal": internal,
+            networks[server.network_key] = {"name": network_name_of(stack.project, server.network_key),
+                                            "internal": internal,
                                             **({"driver_opts": dict(NO_HOST_ADDRESS)} if internal else {}),
                                             "labels": dict(labels)}
+            guard_sandbox_side(service, server.network_key, stack.service(server.service).runtime)
         secret = server_secret_name(server.instance)
         service["secrets"] = sorted({*service.get("secrets", []), secret})
         service.setdefault("environment", {}).update({
             BROKER_ENV: f"http://{BROKER_SERVICE}:{BROKER_PORT}", TOKEN_FILE_ENV: f"{SECRETS_DIR}/{secret}"})
-    model["services"][BROKER_SERVICE] = _broker_service(stack, images, server_spec, labels, socket)
+    model["services"][BROKER_SERVICE] = _broker_service(stack, images, server_spec, labels, socket,
+                                                        publishes_on_every_interface)
     declared = model.setdefault("secrets", {})
     for name in [BROKER_SECRET, *(server_secret_name(s.instance) for s in plan.servers)]:
         declared[name] = {"file": f"./secrets/{name}"}
 
 
+def guard_sandbox_side(service: dict[str, Any], network_key: str, runtime: str) -> None:
+    """Start a server that shares `network_key` with its sandboxes through the network guard
+    (gym_compose/server/netguard.py): as root with only the guard's capabilities, an alias on
+    that network alone to find it by, and its own user (and `cap_add`) handed to the guard,
+    which refuses every new connection from that side, drops to that user and starts the server.
+    Under Swarm the same service (render_swarm.py keeps these keys)."""
+    assert "command" not in service  # a server's command is its image's CMD, spelled in the contract
+    user = str(service.get("user") or SERVER_USER)
+    own_capabilities = sorted({str(cap).upper().removeprefix("CAP_") for cap in service.get("cap_add") or ()})
+    server_command = NEMO_GYM_SERVER_COMMAND if runtime == NEMO_GYM else SERVER_COMMAND
+    service["user"] = "0:0"
+    service["cap_drop"] = ["ALL"]
+    service["cap_add"] = sorted({*own_capabilities, *NETGUARD_CAPABILITIES})
+    # Swarm's DNS answers the alias once the server is healthy: it may take the start period
+    start_period = str(service["healthcheck"]["start_period"]).removesuffix("s")
+    service["command"] = [*NETGUARD_COMMAND, "--sandbox-side", SANDBOX_SIDE_ALIAS, "--user", user,
+                          *(f"--keep-cap={cap}" for cap in own_capabilities),
+                          f"--resolve-timeout={int(start_period) + 60}", "--", *server_command]
+    networks: dict[str, Any] = {name: {} for name in service["networks"]}
+    networks[network_key] = {"aliases": [SANDBOX_SIDE_ALIAS]}
+    service["networks"] = networks
+
+
 def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[str, Any], labels: dict[str, str],
-                    socket: Optional[tuple[str, Optional[int], bool]]) -> dict[str, Any]:
+                    socket: Optional[tuple[str, Optional[int], bool]], publishes_on_every_interface: bool
+                    ) -> dict[str, Any]:
     path, gid, rootless = socket or (SOCKET_TARGET, None, False)
-    settings = broker_settings(stack, images)
+    settings = broker_settings(stack, images, publishes_on_every_interface)
     healthcheck = dict(server_spec["healthcheck"])
     healthcheck["test"] = [*healthcheck["test"][:-1], str(BROKER_PORT)]
     from gym_compose.render.templates import load_template

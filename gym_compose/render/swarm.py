@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gym_compose.contract import PROJECT_LABEL, REPLICA_ADDRESS_ENV
+from gym_compose.contract import PROJECT_LABEL, REPLICA_ADDRESS_ENV, SWARM_SECRET, shortened
 from gym_compose.errors import UserError
 from gym_compose.plan.model import COLLECTOR_SERVICE, CollectorRun, Stack
 from gym_compose.plan.service_spec import GpuRequest
@@ -48,12 +49,8 @@ KEPT_KEYS = ("image", "entrypoint", "command", "user", "read_only", "init", "cap
 
 def swarm_model(stack: Stack, images: dict[str, str], options: RenderOptions | None = None) -> dict[str, Any]:
     """The stack file as a dict (the collector is rendered separately, into collector.yaml)."""
-    compose = compose_model(stack, images, None, options or RenderOptions())
-    too_long = [name for name in compose["services"] if len(f"{stack.project}_{name}") > 63]
-    if too_long:
-        name = f"{stack.project}_{too_long[0]}"
-        raise UserError(f"Swarm names a service PROJECT_SERVICE in at most 63 characters: {name} is longer",
-                        hint="use a shorter project name (-p) or instance name")
+    # Swarm publishes ports on every interface of the node (mode: host): egress sandboxes reach them
+    compose = compose_model(stack, images, None, replace(options or RenderOptions(), publishes_on_every_interface=True))
     by_name = {service.name: service for service in stack.services}
     services = {name: _swarm_service(name, spec, by_name.get(name)) for name, spec in compose["services"].items()}
     networks = {}
@@ -67,8 +64,9 @@ def swarm_model(stack: Stack, images: dict[str, str], options: RenderOptions | N
             swarm_network["attachable"] = True
         networks[key] = swarm_network
     model: dict[str, Any] = {"version": STACK_VERSION, "services": services, "networks": networks}
-    if "secrets" in compose:
-        model["secrets"] = compose["secrets"]
+    if "secrets" in compose:  # Swarm names a secret PROJECT_KEY in at most 64 characters; the file keeps KEY
+        model["secrets"] = {key: {**secret, "name": shortened(f"{stack.project}_{key}", SWARM_SECRET)}
+                            for key, secret in compose["secrets"].items()}
     if "volumes" in compose:
         model["volumes"] = compose["volumes"]
     return model

@@ -8,6 +8,7 @@ malformed row stops the run before any container starts.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,11 +102,14 @@ def check_rows(path: Path) -> int:
 
 
 def check_rollouts(network_config: dict[str, Any], collector_args: list[str], input_file: Path | None,
-                   datasets: list[Dataset], prompt_config: Path | None) -> int:
+                   datasets: list[Dataset], prompt_config: Path | None,
+                   row_check: Callable[[dict[str, Any], str, str | None], None] | None = None) -> int:
     """Run the collector's own checks, on the host, before anything starts: its options (as the
     collector will parse `collector_args` against the stack's in-network config), and every row
-    it will send (JSON, `responses_create_params`, routing to an environment server, prompt).
-    Returns the number of rollouts; none at all is an error, so an empty input starts nothing."""
+    it will send (JSON, `responses_create_params`, routing to an environment server, prompt);
+    then `row_check(row, "FILE, line N", its agent)` for what the servers would refuse of a row
+    (runs/swe_row_images.py). Returns the number of rollouts; none at all is an error, so an empty input
+    starts nothing."""
     from gym_compose.collect.cli import options_from, parse_args
     from gym_compose.collect.routing import routing_table_from_config
     from gym_compose.collect.rows import materialize_rows
@@ -121,7 +125,7 @@ def check_rollouts(network_config: dict[str, Any], collector_args: list[str], in
     for path, rows in sources:
         if rows_left is not None:
             rows, rows_left = rows[:rows_left], rows_left - len(rows[:rows_left])
-        rollouts += len(materialize_rows(rows, path, options, routing, prompt))
+        rollouts += len(materialize_rows(rows, path, options, routing, prompt, row_check))
     if rollouts == 0:
         named = str(input_file) if input_file is not None else ", ".join(str(d.path) for d in datasets)
         raise UserError(f"nothing to collect: {named} holds no rows", hint="pass a JSONL file with one row per line")

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import shutil
 import sys
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from gym_compose.collect.artifacts import ArtifactPaths
+from gym_compose.config import LoadedConfig
 from gym_compose.console import say
 from gym_compose.engine.targets.deployed_stack import DeployedStack
-from gym_compose.engine.targets.registry import target_named
+from gym_compose.engine.targets.registry import TargetOptions, target_named
 from gym_compose.errors import UserError
+from gym_compose.plan.model import Stack
 from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
-from gym_compose.runs.run_inputs import CollectionArgs, plan_run, write_run_inputs
+from gym_compose.runs.run_inputs import CollectionArgs, PlannedRun, check_input_files, plan_run, write_run_inputs
 from gym_compose.runs.summary import print_summary
 from gym_compose.runs.supervision import (
+    COLLECTOR_LOG,
     CollectorOutcome,
     refuse_second_collector,
     require_running,
@@ -37,7 +42,7 @@ from gym_compose.stack.lifecycle import (
     stack_service_names,
     start_servers,
 )
-from gym_compose.stack.state import deployed_stack, project_dir, remember_target
+from gym_compose.stack.state import deployed_stack, owning_project, project_dir, remember_target
 from gym_compose.stack.swe_preflight import check_pulled_images
 from gym_compose.stack.teardown import down_quietly, stop_and_remove
 
@@ -49,16 +54,48 @@ def rendered_file(project: DeployedStack | None) -> Path | None:
     return project.rendered_file if project is not None else None
 
 
+def missing_rollouts(run_dir: Path, planned: PlannedRun, outcome: CollectorOutcome) -> str | None:
+    """A collector that says every rollout succeeded must have written each where the run says:
+    never report success for a run folder that lacks them."""
+    if outcome.exit_code != 0 or outcome.stopped_for:
+        return None
+    path = ArtifactPaths(run_dir).rollouts
+    written = count_lines(path)
+    if written >= planned.rollouts:
+        return None
+    return (f"the collector exited 0, but {path} holds {written} of the run's {planned.rollouts} rollouts: "
+            "it wrote them somewhere else or not at all")
+
+
+def count_lines(path: Path) -> int:
+    """Non-blank lines of a file (0 when it is missing), without parsing them."""
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as source:
+        return sum(1 for line in source if line.strip())
+
+
 def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, keep: bool,
                    pinned_images: dict[str, str] | None = None, rerun_of: Path | None = None,
                    check_images: Callable[[dict[str, str]], None] | None = None) -> int:
     """Collect rollouts; with `serve`, start the stack first and stop it after unless `keep`.
     `pinned_images` (key -> image) are used as they are instead of built, and `check_images` sees
     the images before anything starts (`eval rerun`)."""
+    check_input_files(collection)  # before the config's own checks read the rows
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots, collection.input_file)
     planned = plan_run(loaded, stack, collection)
-    target = args.target.name
+    # Serving, this command owns the project from before its first check to its stack's removal;
+    # --no-serve collects against a stack another command owns (an attached `up` holds it).
+    with owning_project(stack.project) if serve else nullcontext():
+        return _collect(loaded, stack, planned, collection, args.target, serve, keep, pinned_images, rerun_of,
+                        check_images)
+
+
+def _collect(loaded: LoadedConfig, stack: Stack, planned: PlannedRun, collection: CollectionArgs,
+             target_options: TargetOptions, serve: bool, keep: bool, pinned_images: dict[str, str] | None,
+             rerun_of: Path | None, check_images: Callable[[dict[str, str]], None] | None) -> int:
+    target = target_options.name
     deployed = deployed_stack(stack.project, target)
     if serve:
         refuse_if_running(stack.project, target)
@@ -77,7 +114,7 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     facts: EngineFacts | None = None
     try:
         collector = write_run_inputs(run_dir, planned, collection)
-        images, project = build_and_render(stack, args.target, project_dir(stack.project), collector,
+        images, project = build_and_render(stack, target_options, project_dir(stack.project), collector,
                                            pinned=pinned_images)
         if serve:
             remember_target(stack.project, target)
@@ -91,20 +128,23 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     except BaseException:
         if outcome is not None and project is not None:  # before `down` forgets the compose file
             write_manifest(run_dir, loaded.data, rendered_file(project), images, started_at, outcome.exit_code,
-                           record, facts)
+                           record, facts, loaded.from_environment)
         if serve and not keep and project is not None:
             down_quietly(project)
         if outcome is None and created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     write_manifest(run_dir, loaded.data, rendered_file(project), images, started_at, outcome.exit_code,
-                   record, facts)
+                   record, facts, loaded.from_environment)
+    missing = missing_rollouts(run_dir, planned, outcome)
     print_summary(run_dir)
     print(f"results: {run_dir}")
     if serve and not keep:
         stop_and_remove(project)
     elif serve:
         say(f"stack left running (--keep); stop it with `gym-compose down -p {stack.project}`")
+    if missing:
+        raise UserError(missing, hint=f"the collector's output is in {run_dir / COLLECTOR_LOG}", exit_code=1)
     if outcome.stopped_for:
         raise UserError(
             f"the run was stopped: {outcome.stopped_for}",

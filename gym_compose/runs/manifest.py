@@ -12,7 +12,7 @@ from typing import Any
 
 from gym_compose import __version__
 from gym_compose.config import redact
-from gym_compose.config.redact import MASK, is_secret_key
+from gym_compose.config.redact import MASK, is_secret_key, mask_paths
 from gym_compose.engine.images.lean_images import image_digest
 from gym_compose.errors import GymComposeError
 
@@ -74,12 +74,15 @@ class EngineFacts:
 
 def write_manifest(run_dir: Path, data: dict[str, Any], compose_file: Path | None, images: dict[str, str],
                    started_at: datetime, exit_code: int, record: dict[str, Any] | None = None,
-                   facts: EngineFacts | None = None) -> None:
+                   facts: EngineFacts | None = None,
+                   from_environment: dict[tuple[str, ...], str] | None = None) -> None:
     """The resolved config (redacted), the images and their ids, the command line, the exit code and
     a copy of the compose file that ran. `facts`: the engine's answers already asked for (of these
-    `images`); without it they are asked now."""
+    `images`); without it they are asked now. `from_environment`: the values the host's environment
+    gave (`LoadedConfig.from_environment`), masked like secrets, their expressions recorded."""
+    from_environment = from_environment or {}
     if compose_file is not None:
-        shutil.copyfile(compose_file, run_dir / COMPOSE_COPY)
+        copy_compose_file(compose_file, run_dir / COMPOSE_COPY, from_environment)
     if facts is None:
         facts = EngineFacts(images, with_engine=record is not None)
     digests, engine = facts.result()
@@ -91,7 +94,7 @@ def write_manifest(run_dir: Path, data: dict[str, Any], compose_file: Path | Non
         "collector_exit_code": exit_code,
         "images": digests,
         "compose_file": COMPOSE_COPY if compose_file is not None else None,
-        "resolved_config": redact(data),
+        "resolved_config": redact(data, from_environment),
     }
     if record is not None:
         from gym_compose.engine.engine_info import engine_versions
@@ -101,11 +104,44 @@ def write_manifest(run_dir: Path, data: dict[str, Any], compose_file: Path | Non
             engine = engine_versions()
 
         manifest["collection"] = record["collection"]
-        manifest["provenance"] = provenance(data, record["collection"]["collector_args"], run_dir / "input.jsonl",
-                                            record["datasets"], engine)
+        recorded = provenance(data, record["collection"]["collector_args"], run_dir / "input.jsonl",
+                              record["datasets"], engine)
+        if from_environment:  # the expressions name variables, never their values: a rerun evaluates them again
+            recorded["environment"] = {".".join(path): text for path, text in sorted(from_environment.items())}
+        manifest["provenance"] = recorded
         if record["rerun_of"]:
             manifest["rerun_of"] = record["rerun_of"]
     (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def copy_compose_file(compose_file: Path, target: Path, from_environment: dict[tuple[str, ...], str]) -> None:
+    """The compose file, for the run folder; the config every container gets (in its environment)
+    with the values the host's environment gave masked, as in the manifest."""
+    if not from_environment:
+        shutil.copyfile(compose_file, target)
+        return
+    import yaml
+
+    from gym_compose.contract import CONFIG_DICT_ENV, HEAD_VIEW_ENV, INSTANCE_LABEL
+    from gym_compose.render.compose import dump_yaml
+
+    model = yaml.safe_load(compose_file.read_text(encoding="utf-8"))
+    for service in (model.get("services") or {}).values():
+        environment = service.get("environment")
+        if not isinstance(environment, dict):
+            continue
+        for name in (CONFIG_DICT_ENV, HEAD_VIEW_ENV):
+            if isinstance(environment.get(name), str):
+                config = yaml.safe_load(environment[name])
+                if isinstance(config, dict):
+                    environment[name] = yaml.safe_dump(mask_paths(config, from_environment), sort_keys=False)
+        # a server's `docker.environment` values are its container's variables, in compose.yaml as they are
+        instance = (service.get("labels") or {}).get(INSTANCE_LABEL)
+        for path in from_environment:
+            if path[0] == instance and path[3:5] == ("docker", "environment") and len(path) > 5:
+                if path[5] in environment:
+                    environment[path[5]] = MASK
+    target.write_text(dump_yaml(model), encoding="utf-8")
 
 
 def resume_command(argv: list[str]) -> str:

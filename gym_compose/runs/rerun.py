@@ -1,6 +1,8 @@
 """`gym-compose eval rerun RUN_DIR`: a finished run again, from its manifest alone, into a new
 run folder: the same resolved config (secrets asked for again), the same images by id, the same
-rows (the run folder's input.jsonl) and collector options.
+rows (the run folder's input.jsonl) and collector options. The manifest's docker settings get no
+more than a fresh `up` gives (`rerun_policy`), and its collector options are checked like a
+command line's.
 
 An image of the manifest that is gone is named; with --rebuild (or a yes at the prompt) it is
 built again from this checkout's recipe, which must be the same recipe: the image tags carry a
@@ -20,7 +22,8 @@ import yaml
 
 from gym_compose.config import ConfigRequest
 from gym_compose.errors import UserError
-from gym_compose.runs.rerun_config import INPUT_FILE, masked_paths, read_manifest, rerun_config
+from gym_compose.runs.rerun_config import INPUT_FILE, MANIFEST_FILE, masked_paths, read_manifest, rerun_config
+from gym_compose.runs.rerun_policy import apply_rerun_policy, policy_report
 
 RERUN_SUFFIX = "-rerun"
 
@@ -117,6 +120,15 @@ def rerun_command(run_dir: Path, options: Any, overrides: list[str], model_api_k
     if model_api_key is not None:
         given["policy_api_key"] = model_api_key
     config = rerun_config(manifest, given, (cwd or Path.cwd()))
+    for line in policy_report(*apply_rerun_policy(config)):  # the manifest gets no more than a fresh `up`
+        say(line)
+    expressions = (manifest.get("provenance") or {}).get("environment") or {}
+    if expressions:
+        from gym_compose.config.host_environment import env_names
+
+        names = sorted({name for text in expressions.values() if isinstance(text, str) for name in env_names(text)})
+        say(f"rerun: {len(expressions)} value(s) the run took from its host's environment are taken from this "
+            f"one's: {', '.join(names) or '(none named)'}")
     collection_record = manifest.get("collection") or {}
     pinned, to_rebuild = pin_images(manifest, rebuild, ask=sys.stdin.isatty())
     prompt = run_dir / "prompt_config.yaml"
@@ -125,6 +137,7 @@ def rerun_command(run_dir: Path, options: Any, overrides: list[str], model_api_k
         input_file=run_dir / INPUT_FILE,
         run_name=run_name or rerun_name(run_dir),
         collector_args=list(collection_record.get("collector_args") or []),
+        collector_args_from=f"{run_dir / MANIFEST_FILE}: collection.collector_args",
         num_repeats=collection_record.get("num_repeats"),
         prompt_config=prompt if collection_record.get("prompt_config") and prompt.is_file() else None,
     )

@@ -1,7 +1,9 @@
 """A finished run's config again, from its manifest alone: the resolved config it recorded, with
 the secrets the manifest masks asked of the user again (they are never written to a run folder).
 
-A masked value is filled, in this order, from: an override naming its path (`++a.b.api_key=X`),
+A value the run's host environment gave (`${oc.env:VAR}`, masked too) gets its expression back,
+to be evaluated against this environment. A masked secret is filled, in this order, from: an
+override naming its path (`++a.b.api_key=X`),
 the value given for the top-level key it came from (`--model-api-key` sets `policy_api_key`; an
 `env.yaml` in the working directory may hold `policy_api_key` and other top-level secrets). A
 secret left unfilled is an error that names each one and how to give it.
@@ -71,12 +73,36 @@ def env_secrets(cwd: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def literal(node: Any) -> Any:
+    """`node` with every `${` escaped, so that the loader takes a recorded value as it is (OmegaConf
+    reads a backslash before `${` as a plain `${`) and evaluates no interpolation a manifest holds."""
+    if isinstance(node, dict):
+        return {key: literal(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [literal(value) for value in node]
+    return node.replace("${", "\\${") if isinstance(node, str) else node
+
+
+def restore_environment_expressions(config: dict[str, Any], expressions: dict[str, Any]) -> None:
+    """The values the run's host environment gave are masked in the manifest, which keeps their
+    expressions (`${oc.env:VAR}`): put those back, for the loader to evaluate against this
+    environment. A path the config no longer holds (the manifest was edited) is skipped."""
+    for dotted, expression in sorted(expressions.items(), key=lambda item: item[0].count(".")):
+        if not isinstance(expression, str) or "${" not in expression:
+            continue
+        try:
+            _set(config, tuple(dotted.split(".")), expression)
+        except (KeyError, IndexError, ValueError, TypeError):
+            continue
+
+
 def rerun_config(manifest: dict[str, Any], given: dict[str, Any], cwd: Path) -> dict[str, Any]:
     """The recorded config with every masked secret filled from `given` (dotted path or top-level
     name -> value, from the command line) or `env.yaml`; `config_paths` dropped (the config is
     already merged: loading those files again would merge them twice)."""
-    config = copy.deepcopy(manifest["resolved_config"])
+    config = literal(copy.deepcopy(manifest["resolved_config"]))  # resolved values: no interpolation evaluated again
     config.pop("config_paths", None)
+    restore_environment_expressions(config, (manifest.get("provenance") or {}).get("environment") or {})
     sources = (manifest.get("provenance") or {}).get("secrets") or {}
     from_env = env_secrets(cwd)
     unfilled = []
@@ -85,10 +111,10 @@ def rerun_config(manifest: dict[str, Any], given: dict[str, Any], cwd: Path) -> 
         source = sources.get(dotted) or (path[0] if len(path) == 1 else None)
         for candidates in (given, from_env):
             if dotted in candidates:
-                _set(config, path, candidates[dotted])
+                _set(config, path, literal(candidates[dotted]))
                 break
             if source and candidates.get(source) not in (None, "", MASK):
-                _set(config, path, candidates[source])
+                _set(config, path, literal(candidates[source]))
                 break
         else:
             unfilled.append((dotted, source))

@@ -19,9 +19,13 @@ from gym_compose.runs.datasets import (
     write_collection_input,
 )
 from gym_compose.runs.run_folders import collector_user
+from gym_compose.runs.swe_row_images import sandbox_image_check
 
 INPUT_FILE = "input.jsonl"
 PROMPT_CONFIG_FILE = "prompt_config.yaml"
+# The collector options a run may pass through (the CLI's collection options, each with a value);
+# the input, the output folder, the lease and the prompt config are gym-compose's to set.
+PASSED_THROUGH = ("--limit", "--num-samples-in-parallel", "--temperature", "--top-p", "--max-output-tokens")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class CollectionArgs:
     collector_args: list[str] = field(default_factory=list)  # passed through to the collector
     num_repeats: int | None = None
     prompt_config: Path | None = None
+    collector_args_from: str = "the command line"  # where collector_args came from, for an error
 
 
 @dataclass(frozen=True)
@@ -42,13 +47,13 @@ class PlannedRun:
     name: str
     datasets: list[Dataset]
     collector_args: list[str]
+    rollouts: int = 0  # how many the run folder must hold once every rollout succeeded
 
 
 def plan_run(loaded: LoadedConfig, stack: Stack, collection: CollectionArgs) -> PlannedRun:
     """Check every input row and collector option, as the collector will; write nothing."""
+    check_input_files(collection)
     if collection.input_file is not None:
-        if not collection.input_file.is_file():
-            raise UserError(f"input file {collection.input_file} does not exist")
         datasets = []
         num_repeats = collection.num_repeats
     else:
@@ -59,18 +64,52 @@ def plan_run(loaded: LoadedConfig, stack: Stack, collection: CollectionArgs) -> 
                 hint="select one with --benchmark NAME, or pass rows with --input FILE",
             )
         num_repeats = collection.num_repeats or uniform_num_repeats(datasets)
-    if collection.prompt_config is not None and not collection.prompt_config.is_file():
-        raise UserError(f"prompt config {collection.prompt_config} does not exist")
+    check_passed_through(collection.collector_args, collection.collector_args_from)
     extra = list(collection.collector_args)
     if num_repeats:
         extra += ["--num-repeats", str(num_repeats)]
-    check_rollouts(stack.network_config, extra, collection.input_file, datasets, collection.prompt_config)
+    rollouts = check_rollouts(stack.network_config, extra, collection.input_file, datasets, collection.prompt_config,
+                              sandbox_image_check(stack))
     if collection.resume:
         extra.append("--resume")
     if collection.prompt_config is not None:
         extra += ["--prompt-config", f"{COLLECTOR_RESULTS}/{PROMPT_CONFIG_FILE}"]
     name = collection.run_name or default_run_name(collection, datasets)
-    return PlannedRun(name=name, datasets=datasets, collector_args=extra)
+    return PlannedRun(name=name, datasets=datasets, collector_args=extra, rollouts=rollouts)
+
+
+def check_input_files(collection: CollectionArgs) -> None:
+    """--input and --prompt-config name files; say what is wrong with one that is not a file."""
+    for option, path, expected in (("--input", collection.input_file, "a JSONL file of rows, one JSON object a line"),
+                                   ("--prompt-config", collection.prompt_config,
+                                    "a YAML file with a `user` (and `system`) template")):
+        if path is None or path.is_file():
+            continue
+        if path.is_dir():
+            inside = sorted(item.name for item in path.glob("*.jsonl"))[:3] if option == "--input" else []
+            raise UserError(f"{option} {path} is a directory; it takes {expected}",
+                            hint=f"e.g. {option} {path / inside[0]}" if inside else f"pass {expected} to {option}")
+        raise UserError(f"{option} {path} does not exist" + ("" if path.parent.is_dir() else
+                                                           f" (nor does its folder {path.parent})"),
+                        hint=f"{option} takes {expected}")
+
+
+def check_passed_through(args: list[str], source: str) -> None:
+    """Only the collection options a command line can give, each with its value: an option that
+    moves the collector's input or output (`--output-dir`, `--input`, or an abbreviation of one)
+    would make a run that writes nothing where it says."""
+    index = 0
+    while index < len(args):
+        flag, inline = args[index].partition("=")[0], "=" in args[index]
+        if flag not in PASSED_THROUGH:
+            raise UserError(
+                f"{source}: collector option {args[index]!r} is not one a run passes through",
+                hint=f"allowed: {', '.join(PASSED_THROUGH)} (each with a value); gym-compose sets the input, "
+                "the output folder and the rest itself: remove it",
+            )
+        if not inline and index + 1 >= len(args):
+            raise UserError(f"{source}: collector option {flag} has no value", hint=f"e.g. {flag} 4")
+        index += 1 if inline else 2
 
 
 def default_run_name(collection: CollectionArgs, datasets: list[Dataset]) -> str:

@@ -138,7 +138,7 @@ def build_row(task_dir: Path, scripts_dir: Path, subset: str) -> dict[str, Any]:
 
 def write_rows(tasks_dir: Path, scripts_dir: Path, output: Path, subset: str) -> int:
     """Every task folder under `tasks_dir` as one row of `output` (replaced atomically)."""
-    from gym_compose.engine.images.task_images import task_folders
+    from gym_compose.engine.images.task_repo import task_folders
 
     rows = [build_row(task_dir, scripts_dir, subset) for task_dir in task_folders(tasks_dir)]
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -100,6 +100,11 @@ class BrokerSettings(BaseModel):
     max_live: Optional[int] = None  # None: derived from the engine's cores and memory
     max_starting: Optional[int] = None  # None: derived from the engine's cores
     idle_timeout_s: float = 3600.0
+    # Swarm publishes ports on every interface of the node, which an egress sandbox reaches: before
+    # such a sandbox is leased, a helper container of `netns_image` (the broker's own, with nft)
+    # refuses these ports from inside it (launch.closed_ports_helper; docs/sandboxes.md).
+    closed_node_ports: list[int] = Field(default_factory=list)
+    netns_image: Optional[str] = None
 
 
 FORBIDDEN_PROVIDER_OPTIONS = ("volumes", "run_args", "mounts", "privileged", "network", "network_mode", "devices",

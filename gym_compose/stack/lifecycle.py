@@ -25,7 +25,14 @@ from gym_compose.plan.model import CollectorRun, Stack, StackOptions
 from gym_compose.plan.planner import plan_stack
 from gym_compose.render.compose import wait_timeout_seconds
 from gym_compose.stack.log_following import attach
-from gym_compose.stack.state import existing_project, forget_project, project_dir, remember_target
+from gym_compose.stack.state import (
+    existing_project,
+    forget_project,
+    owning_project,
+    project_dir,
+    remember_target,
+    rendered_instances,
+)
 from gym_compose.stack.table import print_services
 from gym_compose.stack.teardown import down_quietly
 
@@ -95,7 +102,8 @@ def build_command(args: StackArgs) -> dict[str, str]:
 
 
 def refuse_if_running(project_name: str, target: str) -> None:
-    """Two commands must not drive one project: the second would recreate the first's containers."""
+    """Two commands must not drive one project: the second would recreate the first's containers.
+    Asked while holding the project (`state.owning_project`), so no other command is creating it."""
     if target_named(target).is_running(project_name):
         raise UserError(
             f"project {project_name!r} is already running",
@@ -114,7 +122,7 @@ def start_servers(stack: Stack, deployed: DeployedStack) -> None:
             ensure_volume(volume, f"{CACHE_LABEL}=model")
         deployed.up(wait_timeout_seconds(stack), services=names)
         say(f"all {len(names)} services healthy in {time.monotonic() - started:.1f}s")
-        print_services(deployed.quick_states())
+        print_services(deployed.quick_states(), {s.name: s.instance for s in stack.services if s.instance})
     except BaseException:
         down_quietly(deployed)
         raise
@@ -132,14 +140,15 @@ def up_command(args: StackArgs, detach: bool) -> None:
 
     loaded, stack = load_and_plan(args)
     check_pulled_images(loaded.data, loaded.search_roots)
-    refuse_if_running(stack.project, args.target.name)
-    _, project = build_and_render(stack, args.target, project_dir(stack.project))
-    remember_target(stack.project, args.target.name)
-    start_servers(stack, project)
-    if detach:
-        say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
-        return
-    attach(project, stack_service_names(stack))
+    with owning_project(stack.project):  # -d: until the stack is up; attached: until it is removed
+        refuse_if_running(stack.project, args.target.name)
+        _, project = build_and_render(stack, args.target, project_dir(stack.project))
+        remember_target(stack.project, args.target.name)
+        start_servers(stack, project)
+        if detach:
+            say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
+            return
+        attach(project, stack_service_names(stack))
 
 
 def down_command(project_name: str) -> None:
@@ -174,7 +183,7 @@ def ps_command(project_name: str) -> None:
     if not states:
         say(f"project {project_name!r} has no containers")
         return
-    print_services(states)
+    print_services(states, rendered_instances(project_name))
     from gym_compose.stack.sandbox_commands import print_sandboxes
 
     print_sandboxes(project_name)

@@ -41,7 +41,7 @@ def pulled_image_verifiers(data: dict[str, Any], roots: list[Path]) -> list[Pull
         sandbox = verifier.spec.get("sandbox_config") or {}
         if verifier.implementation != VERIFIER or not isinstance(sandbox, dict):
             continue
-        if not {**sandbox_defaults(verifier.implementation, verifier.spec), **sandbox}.get("pull"):
+        if not {**sandbox_defaults(verifier.implementation, verifier.spec, verifier.name), **sandbox}.get("pull"):
             continue
         datasets, scripts = [], []
         for agent in found:

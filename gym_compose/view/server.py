@@ -8,7 +8,9 @@ Routes (every `/api` answer is JSON; a bad query is 400, an unknown run or rollo
 - `GET /api/runs/<n>/rollouts/<id>`         one rollout as a conversation (id: r<n> or f<n>)
 - `GET /api/compare?start=&length=&search=&order=&dir=&differing=`       tasks side by side
 Each API call first indexes what the collector appended since the last one, so a reload shows
-new rollouts. Handlers run one at a time on the event loop (a local, one-person server); only
+new rollouts. Served, a request must be addressed to the server's own names (`host_check`: no
+DNS rebinding), and every answer says `X-Content-Type-Options: nosniff`. Handlers run one at a
+time on the event loop (a local, one-person server); only
 the first indexing runs in a thread of its own, and the API waits for it.
 """
 
@@ -29,6 +31,7 @@ from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route
 
 from gym_compose.view import assets
+from gym_compose.view.host_check import AllowedHosts, HostCheck
 from gym_compose.view.page import live_page
 from gym_compose.view.service import TaskQuery, ViewService
 
@@ -106,17 +109,22 @@ def create_app(service: ViewService, indexed: threading.Event | None = None) -> 
 
 
 def bind(host: str, port: int) -> socket.socket:
+    from gym_compose.errors import UserError
+
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port {port} is not a TCP port",
+                        hint="give one of 1-65535, or leave it out to take a free one")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as error:
+    except (OSError, OverflowError) as error:  # OverflowError: a port the socket module refuses itself
         sock.close()
-        from gym_compose.errors import UserError
-
-        raise UserError(f"cannot listen on {host}:{port}: {error.strerror or error}",
-                        hint="pick another --port, or leave it out to take a free one") from None
+        why = getattr(error, "strerror", None) or error
+        raise UserError(f"cannot listen on {host}:{port}: {why}",
+                        hint="pick another --port, or leave it out to take a free one; --host takes an address "
+                        "of this machine (127.0.0.1 by default)") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
@@ -161,5 +169,6 @@ def serve(folders: list[Path], host: str = "127.0.0.1", port: int = 0, open_brow
         import webbrowser
 
         webbrowser.open(url)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    served = HostCheck(app, AllowedHosts(host))
+    server = uvicorn.Server(uvicorn.Config(served, log_level="warning", access_log=False, lifespan="off"))
     server.run(sockets=[sock])

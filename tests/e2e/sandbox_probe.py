@@ -1,13 +1,17 @@
 """Run inside a server container that declared sandboxes (`docker exec -i C python - ARGS < this`):
 leases sandboxes through the real client API and prints one JSON object with what it saw.
 
-    python - isolation HOST_IP... | python - leases N | python - broker
+    python - isolation HOST_IP... | python - leases N | python - refusals IMAGE | python - reach JSON
 """
 
 import asyncio
 import json
 import os
+import shlex
+import socket
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -24,6 +28,93 @@ try:
 except OSError as error:
     print("refused:", type(error).__name__, error)
 """
+
+
+# Run in the sandbox: one definite answer per HOST:PORT, all at once; the timeout only bounds a
+# target that never answers ("no answer"), which no assertion on a guarded target accepts.
+REACH = """
+import errno, socket, sys, threading
+answers = {}
+def connect(target):
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        answers[target] = "reached"
+    except socket.gaierror:
+        answers[target] = "unresolved"
+    except ConnectionRefusedError:
+        answers[target] = "refused"
+    except socket.timeout:
+        answers[target] = "no answer"
+    except OSError as error:
+        unreachable = error.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH)
+        answers[target] = "unreachable" if unreachable else "error " + errno.errorcode.get(error.errno, "?")
+threads = [threading.Thread(target=connect, args=(t,)) for t in sys.argv[1:]]
+for thread in threads: thread.start()
+for thread in threads: thread.join()
+for target in sys.argv[1:]: print(target, answers[target])
+"""
+SERVE_PORT = 9000
+DEFAULT_GATEWAY = ("python3 -c \"import socket, struct; print(next((socket.inet_ntoa(struct.pack('<L', int(f[2], 16))) "
+                   "for f in (l.split() for l in open('/proc/net/route')) if f[1] == '00000000'), 'none'))\"")
+
+
+def listen_everywhere():
+    """A listener in this (the server's) network namespace on every interface and a port of its
+    own, as NeMo Gym's Ray ports are: the guard must cover what the server did not declare."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(64)
+
+    def accept():
+        while True:
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener
+
+
+def fetch_until_served(url, seconds=60):
+    """The server side's GET of a port served in the sandbox (polled while http.server starts)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return response.status
+        except OSError as error:
+            if time.monotonic() > deadline:
+                return f"failed: {error}"
+            time.sleep(0.3)
+
+
+async def reach_report(spec):
+    listener = listen_everywhere()
+    port = listener.getsockname()[1]
+    sandbox = await AsyncSandbox().start(SandboxSpec(metadata={"session": "reach"}))
+    try:
+        await sandbox.write_file("reach.py", REACH)
+        gateway = (await sandbox.exec(DEFAULT_GATEWAY)).stdout.strip()  # the host, as the sandbox sees it
+        targets = {target: target.replace("{listener}", str(port)).replace("{gateway}", gateway)
+                   for target in spec["targets"]}
+        seen = await sandbox.exec("python3 reach.py " + " ".join(shlex.quote(t) for t in targets.values()),
+                                  timeout_s=60)
+        answers = dict(line.split(" ", 1) for line in seen.stdout.splitlines())
+        report = {"listener": port, "gateway": gateway, "targets": {t: answers.get(asked, seen.stderr) for t, asked in targets.items()},
+                  "sandbox_networks": (await sandbox.exec("ls /sys/class/net")).stdout.split()}
+        if spec.get("serve"):
+            await sandbox.exec(f"python3 -m http.server {SERVE_PORT} --bind 0.0.0.0 >/dev/null 2>&1 </dev/null &")
+            own_address = "python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))'"
+            address = (await sandbox.exec(own_address)).stdout.strip()
+            report["sandbox_address"] = address
+            report["served"] = fetch_until_served(f"http://{address}:{SERVE_PORT}/")
+    finally:
+        await sandbox.stop()
+        listener.close()
+    return report
 
 
 async def reach(sandbox, host, port):
@@ -118,6 +209,8 @@ def main():
         result = asyncio.run(leases(int(sys.argv[2])))
     elif kind == "refusals":
         result = refusals(sys.argv[2])
+    elif kind == "reach":
+        result = asyncio.run(reach_report(json.loads(sys.argv[2])))
     else:
         raise SystemExit(f"unknown probe {kind}")
     print(json.dumps(result))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.e2e import free_port, gym_compose, labelled, only_run_dir, read_jsonl
+from tests.support.model_gate import calls_held, gated, open_gate
 
 pytestmark = pytest.mark.docker
 
@@ -57,14 +58,15 @@ def test_killed_collector_resumes_with_every_rollout_exactly_once(project, tmp_p
     common = ["--input", str(rows), "--resources-server", "example_single_tool_call", "-p", project,
               "--head-port", str(free_port()), "--run-name", "killed", "--num-repeats", "2",
               "--num-samples-in-parallel", "4"]
-    first = subprocess.Popen([sys.executable, "-m", "gym_compose", "up", "--keep", *common],
+    # the model answers 120 calls (two a rollout), then holds the rest: the collector is killed mid-run
+    first = subprocess.Popen([sys.executable, "-m", "gym_compose", "up", "--keep", *common, gated(120)],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = tmp_path / "results"
     deadline = time.monotonic() + 300
     killed = False
     while time.monotonic() < deadline and first.poll() is None:
         runs = list(results.glob("killed-*/rollouts.jsonl")) if results.exists() else []
-        if runs and len(runs[0].read_text().splitlines()) >= 50:
+        if runs and len(runs[0].read_text().splitlines()) >= 50 and calls_held(project):
             collectors = subprocess.run(
                 ["docker", "ps", "-q", "--filter", f"label=io.gym-compose.project={project}",
                  "--filter", "label=io.gym-compose.role=collector"], capture_output=True, text=True, timeout=30,
@@ -81,6 +83,7 @@ def test_killed_collector_resumes_with_every_rollout_exactly_once(project, tmp_p
     before = len(read_jsonl(run_dir / "rollouts.jsonl"))
     assert 0 < before < 800
 
+    open_gate(project, None)
     resumed = gym_compose("eval", "run", "--no-serve", "--resume", *common, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     rollouts = read_jsonl(run_dir / "rollouts.jsonl")

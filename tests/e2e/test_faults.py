@@ -8,6 +8,7 @@ failure row names its cause. Bounded: every wait polls with a deadline, every co
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -17,21 +18,27 @@ from pathlib import Path
 
 import pytest
 
+from gym_compose.plan.planner import service_name
 from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import CLI, free_port, gym_compose, labelled
+from tests.support.model_gate import calls_held, gated, open_gate
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(480)]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
-SERVERS = {  # service -> instance (the name in the config and in the failure rows)
-    "example-single-tool-call-environment-server": "example_single_tool_call_environment_server",
-    "example-single-tool-call-simple-agent": "example_single_tool_call_simple_agent",
-    "example-single-tool-call": "example_single_tool_call",
-    "policy-model": "policy_model",
-    "head": "head",
-}
+INSTANCES = ["example_single_tool_call_environment_server", "example_single_tool_call_simple_agent",
+             "example_single_tool_call", "policy_model", "head"]  # as in the config and the failure rows
+
+
+def servers(project: str) -> dict[str, str]:
+    """Service -> instance. A long project shortens the long service names (gym_compose/contract.py):
+    the kills, the messages and the peers' addresses all use the shortened ones."""
+    return {("head" if instance == "head" else service_name(instance, project)): instance for instance in INSTANCES}
+
+
 WAIT_S = 120
+GATE = 80  # model calls answered per opening of its gate (two a rollout); tests/e2e/model_gate.py
 
 
 @pytest.fixture
@@ -71,6 +78,11 @@ def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def flowing_then_held(project: str, folder: Path, before: int):
+    """A run's rollouts flowed (20 more written), then the gated model held its next calls: mid-run."""
+    return lambda: complete_lines(folder / "rollouts.jsonl") >= before + 20 and calls_held(project)
 
 
 def run_dir(results: Path, name: str) -> Path:
@@ -129,30 +141,31 @@ def assert_nothing_left(project: str, state_dir: Path) -> None:
 
 
 def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_rollout_once(project, tmp_path):
-    """One stack; each server kind is killed in turn during a collection, then restarted. A paused
-    model times rollouts out naming it. A killed CLI takes its collector with it."""
+    """One stack; each server kind is killed in turn during a collection, then restarted; then the
+    CLI is killed outright. The model answers GATE calls, then holds the rest until the test lets
+    more through (model_gate.py), so every fault lands mid-run by construction."""
     stack = ["-p", project, "--head-port", str(free_port()), "--resources-server", "example_single_tool_call",
-             "++peer_request_timeout_seconds=4"]
+             gated(GATE)]
     up = gym_compose("up", "-d", *stack, cwd=tmp_path)
     assert up.returncode == 0, up.stderr
-    total = 1200  # enough that each run is still going when its server is killed (~300 rollouts/s here)
-    no_serve = ["eval", "run", "--no-serve", *stack]
-    collect = [*no_serve, "--input", str(rows_file(tmp_path, total)), "--run-name", "main",
+    # more rollouts than the six openings of the gate let through (each at most GATE / 2 + held + in flight)
+    total = 600
+    collect = ["eval", "run", "--no-serve", *stack, "--input", str(rows_file(tmp_path, total)), "--run-name", "main",
                "--num-samples-in-parallel", "8"]
-    paused_rows = 200  # enough that the run is still going when the model is paused
-    few = [*no_serve, "--input", str(rows_file(tmp_path / "few", paused_rows)), "--run-name", "paused"]
     results = tmp_path / "results"
 
-    for number, (service, instance) in enumerate(SERVERS.items()):
+    folder = None
+    for number, (service, instance) in enumerate(servers(project).items()):
+        # counted before the collector starts: it may finish rollouts before the test looks
+        before = complete_lines(folder / "rollouts.jsonl") if folder else 0
+        failures_before = complete_lines(folder / "rollouts_failures.jsonl") if folder else 0
+        if number:
+            open_gate(project, GATE)  # the held calls of the last run go; GATE more, then it holds again
         cli = start_cli(*collect, *(["--resume"] if number else []), cwd=tmp_path)
-        folder = None
         try:
             wait_for(lambda: list(results.glob("main-*/progress.json")), "the collector to start")
             folder = run_dir(results, "main")
-            before = complete_lines(folder / "rollouts.jsonl")
-            failures_before = complete_lines(folder / "rollouts_failures.jsonl")
-            wait_for(lambda folder=folder, before=before: complete_lines(folder / "rollouts.jsonl") >= before + 20,
-                     "rollouts to flow")
+            wait_for(flowing_then_held(project, folder, before), "rollouts to flow, then the model to hold calls")
             docker("kill", container(project, service))
             _, err = cli.communicate(timeout=WAIT_S)
         finally:
@@ -166,13 +179,44 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
             assert f"server {service} exited" in message or instance in message, message
         assert one_off_containers(project) == []  # the collector went with the run
         docker("start", container(project, service))
-        wait_for(lambda service=service: healthy(container(project, service)), f"{service} to be healthy again")
+        wait_for(functools.partial(healthy, container(project, service)), f"{service} to be healthy again")
 
-    # the model paused mid-run: its rollouts time out naming the model, and a resume finishes them
-    cli = start_cli(*few, "--num-samples-in-parallel", "25", cwd=tmp_path)
+    # the CLI killed outright: its collector stops by itself, and the folder is free for a resume
+    folder = run_dir(results, "main")
+    before = complete_lines(folder / "rollouts.jsonl")
+    open_gate(project, GATE)
+    cli = start_cli(*collect, "--resume", cwd=tmp_path)
     try:
-        wait_for(lambda: any(complete_lines(p) >= 20 for p in results.glob("paused-*/rollouts.jsonl")),
-                 "rollouts to flow")
+        wait_for(flowing_then_held(project, folder, before), "rollouts to flow, then the model to hold calls")
+        assert cli.poll() is None
+    finally:
+        cli.send_signal(signal.SIGKILL)
+        cli.communicate(timeout=WAIT_S)
+    wait_for(lambda: one_off_containers(project) == [], "the orphaned collector to stop by itself", timeout=60)
+
+    open_gate(project, None)
+    final = gym_compose(*collect, "--resume", cwd=tmp_path, timeout=WAIT_S)
+    assert final.returncode == 0, final.stderr
+    assert_every_rollout_once(folder, total)
+
+    down = gym_compose("down", "-p", project, cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    assert_nothing_left(project, tmp_path / "state")
+
+
+def test_a_paused_model_times_its_rollouts_out_naming_it_and_resume_finishes_them(project, tmp_path):
+    stack = ["-p", project, "--head-port", str(free_port()), "--resources-server", "example_single_tool_call",
+             "++peer_request_timeout_seconds=4", gated(GATE)]
+    up = gym_compose("up", "-d", *stack, cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    rows = 200  # more than the gate lets through: the run is still going when the model is paused
+    paused = ["eval", "run", "--no-serve", *stack, "--input", str(rows_file(tmp_path, rows)), "--run-name", "paused",
+              "--num-samples-in-parallel", "25"]
+    results = tmp_path / "results"
+    cli = start_cli(*paused, cwd=tmp_path)
+    try:
+        wait_for(lambda: any(complete_lines(p) >= 10 for p in results.glob("paused-*/rollouts.jsonl"))
+                 and calls_held(project), "rollouts to flow, then the model to hold calls")
         docker("pause", container(project, "policy-model"))
         try:
             _, err = cli.communicate(timeout=WAIT_S)
@@ -185,43 +229,29 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
     assert "server policy-model is paused" in err
     folder = run_dir(results, "paused")
     failures = read_jsonl(folder / "rollouts_failures.jsonl")
-    assert failures and len(failures) + complete_lines(folder / "rollouts.jsonl") == paused_rows
+    assert failures and len(failures) + complete_lines(folder / "rollouts.jsonl") == rows
     assert all(f["_ng_failure_message"].startswith("policy_model did not answer POST /v1/responses") for f in failures)
     wait_for(lambda: healthy(container(project, "policy-model")), "the model to be healthy again")
-    resumed = gym_compose(*few, "--resume", cwd=tmp_path, timeout=WAIT_S)
+    open_gate(project, None)
+    resumed = gym_compose(*paused, "--resume", cwd=tmp_path, timeout=WAIT_S)
     assert resumed.returncode == 0, resumed.stderr
-    assert_every_rollout_once(folder, paused_rows)
-
-    # the CLI killed outright: its collector stops by itself, and the folder is free for a resume
-    folder = run_dir(results, "main")
-    before = complete_lines(folder / "rollouts.jsonl")
-    cli = start_cli(*collect, "--resume", cwd=tmp_path)
-    wait_for(lambda: complete_lines(folder / "rollouts.jsonl") >= before + 20 or cli.poll() is not None,
-             "rollouts to flow")
-    cli.send_signal(signal.SIGKILL)
-    cli.communicate(timeout=WAIT_S)
-    wait_for(lambda: one_off_containers(project) == [], "the orphaned collector to stop by itself", timeout=60)
-
-    final = gym_compose(*collect, "--resume", cwd=tmp_path, timeout=WAIT_S)
-    assert final.returncode == 0, final.stderr
-    assert_every_rollout_once(folder, total)
-
+    assert_every_rollout_once(folder, rows)
     down = gym_compose("down", "-p", project, cwd=tmp_path)
     assert down.returncode == 0, down.stderr
     assert_nothing_left(project, tmp_path / "state")
 
 
 def test_a_dying_cli_and_a_paused_collector_leave_nothing_after_down(project, tmp_path):
-    rows = rows_file(tmp_path, 300)
+    rows = rows_file(tmp_path, 300)  # more than the gated model lets through in the first two starts
     up_args = ["up", "-p", project, "--head-port", str(free_port()), "--resources-server", "example_single_tool_call",
                "--input", str(rows), "--run-name", "run", "--num-samples-in-parallel", "8"]
     results = tmp_path / "results"
     state = tmp_path / "state"
 
     # the terminal closes mid-collection: the CLI cleans up as for Ctrl-C
-    cli = start_cli(*up_args, cwd=tmp_path)
-    wait_for(lambda: any(complete_lines(p) >= 20 for p in results.glob("run-*/rollouts.jsonl")),
-             "rollouts to flow", timeout=240)
+    cli = start_cli(*up_args, gated(GATE), cwd=tmp_path)
+    wait_for(lambda: any(complete_lines(p) >= 20 for p in results.glob("run-*/rollouts.jsonl"))
+             and calls_held(project), "rollouts to flow, then the model to hold calls", timeout=240)
     cli.send_signal(signal.SIGHUP)
     cli.communicate(timeout=WAIT_S)
     assert cli.returncode == 128 + signal.SIGHUP
@@ -230,9 +260,10 @@ def test_a_dying_cli_and_a_paused_collector_leave_nothing_after_down(project, tm
     assert 0 < complete_lines(folder / "rollouts.jsonl") < 300
 
     # the collector paused, then the CLI killed: only `down` is left to clean up, and it does
-    cli = start_cli(*up_args, "--resume", cwd=tmp_path)
     before = complete_lines(folder / "rollouts.jsonl")
-    wait_for(lambda: complete_lines(folder / "rollouts.jsonl") >= before + 20, "rollouts to flow", timeout=240)
+    cli = start_cli(*up_args, "--resume", gated(GATE), cwd=tmp_path)
+    wait_for(flowing_then_held(project, folder, before), "rollouts to flow, then the model to hold calls",
+             timeout=240)
     (collector,) = one_off_containers(project)
     docker("pause", collector)
     cli.send_signal(signal.SIGKILL)

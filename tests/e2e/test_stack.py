@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gym_compose.plan.planner import service_name
 from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import CLI, REPO, free_port, gym_compose, labelled
 
@@ -136,13 +137,38 @@ def test_attached_up_stops_everything_on_ctrl_c(project, tmp_path):
     assert labelled("container", project) == []
 
 
+def test_a_second_up_of_a_project_another_up_owns_is_refused_and_removes_nothing(project, tmp_path):
+    """The attached `up` owns the project for its whole life, so the second command arrives while
+    the first holds it, by construction: refused at once, naming the owner; the first's containers
+    untouched (issue 22: two `up -p SAME` in one second removed each other's)."""
+    import signal
+
+    owner = AttachedUp(project, tmp_path)
+    owner.wait_attached()
+    containers = sorted(labelled("container", project))
+    second = gym_compose("up", "-d", "-p", project, "--head-port", str(free_port()),
+                         "--resources-server", "example_single_tool_call", cwd=tmp_path, timeout=300)
+    assert second.returncode == 2, second.stderr
+    assert f"project {project!r} is being started or run by pid {owner.process.pid}" in second.stderr
+    assert "Traceback" not in second.stderr and "starting" not in second.stderr
+    assert sorted(labelled("container", project)) == containers
+    states = subprocess.run(["docker", "inspect", "--format", "{{.State.Status}}", *containers],
+                            capture_output=True, text=True, timeout=60).stdout.split()
+    assert states == ["running"] * len(containers)
+    owner.process.send_signal(signal.SIGINT)
+    code, err = owner.finish()
+    assert code == 130, err
+    assert labelled("container", project) == []
+
+
 def test_attached_up_reports_a_container_that_dies(project, tmp_path):
     up = AttachedUp(project, tmp_path)
     up.wait_attached()
-    subprocess.run(["docker", "kill", f"{project}-example-single-tool-call-1"], capture_output=True, timeout=60)
+    resources = service_name("example_single_tool_call", project)  # shortened when the project is long
+    subprocess.run(["docker", "kill", f"{project}-{resources}-1"], capture_output=True, timeout=60)
     code, err = up.finish()
     assert code == 1, err
-    assert "server example-single-tool-call exited (exit code 137" in err
+    assert f"server {resources} exited (exit code 137" in err
     assert labelled("container", project) == []
 
 

@@ -63,14 +63,24 @@ def start_registry(folder) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def swarm_stack(tmp_path_factory):
+def swarm_node():
+    """This engine as a single-node swarm manager, for the module (left only if made here)."""
     state = docker("info", "--format", "{{.Swarm.LocalNodeState}}").stdout.strip()
     initialised = state == "inactive"
-    cwd = tmp_path_factory.mktemp("swarm")
-    registry = start_registry(cwd)
     if initialised:
         init = docker("swarm", "init", "--advertise-addr", "127.0.0.1")
         assert init.returncode == 0, init.stderr
+    try:
+        yield
+    finally:
+        if initialised:
+            docker("swarm", "leave", "--force")
+
+
+@pytest.fixture(scope="module")
+def swarm_stack(swarm_node, tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("swarm")
+    registry = start_registry(cwd)
     try:
         up = gym_compose("up", "-d", *STACK_ARGS, "--head-port", str(free_port()), cwd=cwd)
         assert up.returncode == 0, up.stderr
@@ -79,8 +89,6 @@ def swarm_stack(tmp_path_factory):
         docker("stack", "rm", PROJECT)
         for service in of_stack("service"):
             docker("service", "rm", service)
-        if initialised:
-            docker("swarm", "leave", "--force")
         registry.kill()
         for image in docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{REGISTRY}/gym/*").stdout.split():
             docker("rmi", image)
@@ -91,9 +99,11 @@ def test_stack_is_healthy_with_replicas_and_ps_logs_see_it(swarm_stack):
     assert "all 8 services healthy" in up.stderr
     ps = gym_compose("ps", "-p", PROJECT, cwd=cwd)
     assert ps.returncode == 0, ps.stderr
-    rows = [line.split() for line in ps.stdout.splitlines()[1:]]
+    header, *lines = ps.stdout.splitlines()
+    state = header.split().index("STATE")  # after INSTANCE when a long name was shortened
+    rows = [line.split() for line in lines]
     assert [row[0] for row in rows].count("stateful-counter") == 2  # one line per replica
-    assert all(row[1:3] == ["running", "healthy"] for row in rows), ps.stdout
+    assert all(row[state:state + 2] == ["running", "healthy"] for row in rows), ps.stdout
     # every service runs the image built here, pushed to the registry and named by its digest
     images = docker("service", "ls", "--filter", f"label=com.docker.stack.namespace={PROJECT}",
                     "--format", "{{.Image}}").stdout.split()
@@ -157,3 +167,17 @@ def test_a_sandboxed_benchmark_collects_on_swarm_and_leaves_nothing(swarm_stack,
     for label in ("io.gym-compose.project", "com.docker.stack.namespace"):
         assert docker("ps", "-aq", "--filter", f"label={label}={project}").stdout.split() == []
         assert docker("service", "ls", "-q", "--filter", f"label={label}={project}").stdout.split() == []
+
+
+def test_nothing_of_the_project_answers_a_sandbox_on_swarm(swarm_node, tmp_path):
+    """tests/e2e/test_sandbox_reach.py's checks on overlay networks: the guard finds the overlay
+    interface by its alias, and no server, broker or head answers a sandbox of any policy."""
+    from tests.e2e.test_sandbox_reach import POLICIES, check_reach, start_stack
+
+    project = f"{PROJECT_PREFIX}-swr"
+    try:
+        stack = start_stack(tmp_path, project, "--target", "swarm")
+        for policy in POLICIES:
+            check_reach(stack, policy)
+    finally:
+        gym_compose("down", "-p", project, cwd=tmp_path)

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from gym_compose.sandbox.broker.app import build_app
-from gym_compose.sandbox.broker.broker_errors import NoCapacity, Refused, SandboxGone
+from gym_compose.sandbox.broker.broker_errors import NoCapacity, Refused, SandboxGone, StartFailed
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import SERVER_HEADER, server_token
@@ -22,8 +22,8 @@ SECRET = "project-secret"
 
 
 def policy(tmp_path, server="coder", **fields) -> SandboxPolicy:
-    return SandboxPolicy(server=server, image=IMAGE, workdir=str(tmp_path), network="none",
-                         memory_bytes=256 << 20, **fields)
+    fields.setdefault("network", "none")
+    return SandboxPolicy(server=server, image=IMAGE, workdir=str(tmp_path), memory_bytes=256 << 20, **fields)
 
 
 async def opened(tmp_path, *policies, **settings) -> tuple[SandboxPool, FakeBackend]:
@@ -180,6 +180,32 @@ async def test_plan_refusals(tmp_path):
             await pool.lease("someone_else", LeaseRequest())
         task_image, _ = await pool.lease("coder", LeaseRequest(image="swe/task-1"))
         assert engine.created[-1]["Image"] == "swe/task-1"
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_an_egress_sandbox_has_the_nodes_published_ports_closed_before_it_is_leased(tmp_path):
+    closed = {"closed_node_ports": [11003, 11000], "netns_image": "gym-compose/sandbox_broker:x"}
+    pool, engine = await opened(tmp_path, policy(tmp_path, network="egress", network_name="t-sbx-coder"),
+                                policy(tmp_path, server="inner", network="internal", network_name="t-sbx-inner"),
+                                **closed)
+    try:
+        sandbox, _ = await pool.lease("coder", LeaseRequest())
+        (helper,) = engine.helpers
+        host = helper["HostConfig"]
+        assert host["NetworkMode"] == f"container:{sandbox.container_id}" and helper["User"] == "0:0"
+        assert host["CapDrop"] == ["ALL"] and host["CapAdd"] == ["NET_ADMIN"] and not host["Privileged"]
+        assert helper["Image"] == "gym-compose/sandbox_broker:x" and helper["Entrypoint"] == ["nft"]
+        assert 'oifname != "lo" tcp dport { 11000, 11003 } reject with tcp reset' in helper["Cmd"][0]
+        assert helper["Labels"]["io.gym-compose.project"] == "t" and "io.gym-compose.sandbox" in helper["Labels"]
+        await pool.lease("inner", LeaseRequest())  # no way out of its network: nothing to close
+        assert len(engine.helpers) == 1
+        engine.helper_result = (1, "Error: Could not process rule: Operation not permitted")
+        with pytest.raises(StartFailed, match="could not close the node's published ports in it .nft, exit 1.: "
+                                              "Error: Could not process rule"):
+            await pool.lease("coder", LeaseRequest())
+        assert len([name for name in engine.live_names() if "-coder-" in name]) == 1  # the failed one is gone
     finally:
         await pool.close()
 

@@ -3,7 +3,9 @@
 Run as a script: `python fake_environment.py PORT MODE [DELAY_S]`. MODE: ok (reward = task index
 % 2), flaky (500 on a first attempt of every third task), die (exits hard after 5 requests,
 mid-request). With FAKE_SERVER_SEEN=FILE in its environment it appends a line to FILE as each
-request arrives (so a test knows what is in flight). `start_fake_server` runs it.
+request arrives (so a test knows what is in flight); with FAKE_SERVER_ANSWERS=N it answers the
+first N requests and holds every later one (a run that cannot finish, so a fault lands mid-run
+whatever the machine's speed). `start_fake_server` runs it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def make_app(mode: str, delay_s: float):
     import orjson
 
     served = {"count": 0}
+    answers = int(os.environ.get("FAKE_SERVER_ANSWERS", "-1"))
 
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":
@@ -46,6 +49,8 @@ def make_app(mode: str, delay_s: float):
                 seen.write("request\n")
         if mode == "die" and served["count"] > 5:
             os._exit(1)
+        if 0 <= answers < served["count"]:
+            await asyncio.Event().wait()  # held until the process ends
         row = orjson.loads(body)
         if delay_s:
             await asyncio.sleep(delay_s)

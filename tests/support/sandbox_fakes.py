@@ -24,6 +24,8 @@ class FakeBackend:
         self.removed: list[str] = []
         self.pulls: list[str] = []
         self.pullable: set[str] = set()  # images a registry would give
+        self.helpers: list[dict[str, Any]] = []  # one-shot containers run to their end
+        self.helper_result: tuple[int, str] = (0, "")
 
     async def pull(self, image: str, progress) -> None:
         self.pulls.append(image)
@@ -79,6 +81,11 @@ class FakeBackend:
 
     async def start(self, container_id: str) -> None:
         self._get(container_id)
+
+    async def run_to_end(self, config: dict[str, Any], name: str) -> tuple[int, str]:
+        self._get(config["HostConfig"]["NetworkMode"].removeprefix("container:"))  # its sandbox exists
+        self.helpers.append(config)
+        return self.helper_result
 
     async def inspect(self, container_id: str) -> dict[str, Any]:
         container = self._get(container_id)

@@ -354,3 +354,21 @@ def test_the_default_sandbox_image_is_one_committed_container_with_its_user_and_
     assert commit["changes"] == ["ENV HOME=/work", "USER 10002:10002", "WORKDIR /work", 'CMD ["/bin/sh"]',
                                  f"LABEL io.gym-compose.image=sandbox io.gym-compose.image.base={base}"]
     assert ensure_default_sandbox_image(base, progress=lambda line: None) == tag and len(engine.commits) == 3
+
+
+def test_every_module_the_containers_import_ships_in_the_base_image():
+    """Code under server/, collect/, sandbox/, net/ and metrics/ runs in containers, whose base image
+    holds only CONTAINER_MODULES of the package: an import of anything else fails there, not here."""
+    import ast
+
+    from gym_compose.engine.images.lean_images import CONTAINER_MODULES, PACKAGE_DIR
+
+    missing = set()
+    for part in ("server", "collect", "sandbox", "net", "metrics"):
+        for path in (PACKAGE_DIR / part).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gym_compose."):
+                    top = node.module.split(".")[1]
+                    if top not in CONTAINER_MODULES and f"{top}.py" not in CONTAINER_MODULES:
+                        missing.add(f"{path.relative_to(PACKAGE_DIR)}: {node.module}")
+    assert not missing, sorted(missing)

@@ -174,8 +174,10 @@ def test_sandbox_networks_map_to_policies(tmp_path):
         spec = by_kind(manifests, "NetworkPolicy")["p-sandboxes-coder"]["spec"]
         assert spec["podSelector"]["matchLabels"]["gym-compose.io/sandbox-owner"] == "coder"
         assert spec["ingress"] == ingress
-        if egress is None:  # internal: the owning server and DNS only
-            assert spec["egress"][0] == {"to": [owner]} and spec["egress"][1]["ports"][0]["port"] == 53
+        if egress is None:  # internal: DNS only (its own server connects to it, never the other way)
+            (dns,) = spec["egress"]
+            assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+            assert {port["port"] for port in dns["ports"]} == {53}
         else:
             assert spec["egress"] == egress
         coder = by_kind(manifests, "Deployment")["coder"]["spec"]["template"]
@@ -193,3 +195,76 @@ def test_a_nemo_gym_runtime_server_gets_the_same_default_memory_as_under_compose
     limit = {name: d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
              for name, d in deployments.items() if name in ("weather", "weather-env")}
     assert limit == {"weather": quantity("2g", "x"), "weather-env": quantity("512m", "x")}
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(key) == value for key, value in (selector.get("matchLabels") or {}).items())
+
+
+def _peer_matches(peer: dict, pod: dict) -> bool:
+    """A NetworkPolicy peer against a pod {"namespace", "labels"} (the policies' namespace is "ns")."""
+    assert "ipBlock" not in peer  # none rendered; ipBlock rules would need addresses
+    if "namespaceSelector" not in peer and pod["namespace"] != "ns":
+        return False
+    return _selects(peer.get("podSelector") or {}, pod["labels"])
+
+
+def _allowed(policies: list[dict], direction: str, subject: dict, peer: dict) -> bool:
+    """Whether `subject`'s policies let traffic of `direction` (Ingress: from peer, Egress: to peer)."""
+    key, field = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    selecting = [policy["spec"] for policy in policies if direction in policy["spec"]["policyTypes"]
+                 and subject["namespace"] == "ns" and _selects(policy["spec"]["podSelector"], subject["labels"])]
+    if not selecting:
+        return True  # not isolated in this direction
+    return any(not rule.get(field) or any(_peer_matches(p, peer) for p in rule[field])
+               for spec in selecting for rule in spec.get(key) or [])
+
+
+def connects(policies: list[dict], source: dict, target: dict) -> bool:
+    return _allowed(policies, "Egress", source, target) and _allowed(policies, "Ingress", target, source)
+
+
+def test_no_pod_of_the_project_admits_a_sandbox_and_a_sandbox_admits_only_its_owner(tmp_path):
+    """The NetworkPolicies evaluated as a cluster applies them, over every pod the manifests make and
+    the sandbox pods the broker makes (its own pod_manifest), for each network policy."""
+    from gym_compose.sandbox.broker.launch import container_config
+    from gym_compose.sandbox.broker.pod import pod_manifest
+
+    for name in ("coder_impl", "plain_impl"):
+        (tmp_path / "server_images" / name).mkdir(parents=True)
+        (tmp_path / "server_images" / name / "app.py").write_text("print('hi')\n")
+    data = {f"box_{network}": {"resources_servers": {"coder_impl": {
+        "entrypoint": "app.py", "sandbox_config": {"image": "python:3.12-slim", "network": network}}}}
+        for network in ("none", "internal", "egress")}
+    data["plain"] = {"resources_servers": {"plain_impl": {"entrypoint": "app.py"}}}
+    stack = plan_stack(data, [tmp_path], StackOptions(project="p"))
+    manifests, _ = kubernetes_manifests(stack, IMAGES)
+    policies = list(by_kind(manifests, "NetworkPolicy").values())
+    pods = {m["metadata"]["name"]: {"namespace": "ns", "labels": m["spec"]["template"]["metadata"]["labels"]}
+            for m in manifests if m["kind"] in ("Deployment", "Job")}
+    assert stack.sandboxes is not None
+    sandboxes = {}
+    for server in stack.sandboxes.servers:
+        config = container_config("p", server.policy.model_copy(update={"image": "img"}), "img", engine_cpus=2)
+        pod = pod_manifest(config, f"sbx-{server.service}", server.service)
+        sandboxes[server.service] = {"namespace": "ns", "labels": pod["metadata"]["labels"]}
+    kube_dns = {"namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}}
+    assert {"head", "plain", "sandbox-broker", "p-collector", "box-none", "box-internal", "box-egress"} <= set(pods)
+
+    # the evaluation is not vacuous: the project's own paths are open
+    assert connects(policies, pods["p-collector"], pods["head"]) and connects(policies, pods["plain"], pods["head"])
+    assert connects(policies, pods["box-internal"], pods["sandbox-broker"])
+    assert not connects(policies, pods["plain"], pods["sandbox-broker"])
+    for owner, sandbox in sandboxes.items():
+        network = owner.removeprefix("box-")
+        for name, pod in pods.items():  # no server, head, broker, collector answers a sandbox
+            assert not connects(policies, sandbox, pod), (owner, name)
+            # only the owner reaches into its sandbox, and only when it has a network
+            assert connects(policies, pod, sandbox) == (name == owner and network != "none"), (name, owner)
+        for other_owner, other in sandboxes.items():
+            assert other_owner == owner or not connects(policies, sandbox, other), (owner, other_owner)
+        assert _allowed(policies, "Egress", sandbox, kube_dns) == (network != "none")
+        (own,) = [policy["spec"] for policy in policies
+                  if policy["spec"]["podSelector"]["matchLabels"].get("gym-compose.io/sandbox-owner") == owner]
+        assert (own["egress"] == [{}]) == (network == "egress")  # egress: also the world outside the cluster
+    assert all(rule != {} for policy in policies for rule in policy["spec"].get("ingress") or [])  # none admits all

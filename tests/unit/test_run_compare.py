@@ -63,3 +63,76 @@ def test_a_folder_without_rollouts_is_refused_with_the_reason(tmp_path):
         load_run(tmp_path / "empty")
     with pytest.raises(UserError, match="is not a run folder"):
         load_run(tmp_path / "missing")
+
+
+# Issue 22: what an adversarial pass found in `eval compare`.
+
+def failure(question: str, task: int, rollout: int = 0, attempt: int = 0) -> dict:
+    return {"_ng_task_index": task, "_ng_rollout_index": rollout, "_ng_attempt_index": attempt,
+            "agent_ref": {"name": "math_agent"}, "_ng_failure_class": "http_error", "_ng_failure_type": "HTTPError"}
+
+
+def test_a_torn_utf8_last_line_is_skipped_and_said_not_a_traceback(tmp_path, capsys):
+    from gym_compose.runs.compare import compare_command
+
+    a = write_run(tmp_path / "a", {"1+1": [1.0], "2+2": [1.0]})
+    with open(a / "rollouts.jsonl", "ab") as out:
+        out.write('{"reward": 1.0, "question": "caf\u00e9'.encode()[:-1])  # cut inside the two bytes of é
+    compare_command(a, a)
+    captured = capsys.readouterr()
+    assert "0 flipped" in captured.out and "2 in both" in captured.out
+    assert f"{a / 'rollouts.jsonl'}: skipped its torn last line 3" in captured.err
+
+
+def test_corrupt_middle_lines_are_counted_and_named(tmp_path):
+    a = write_run(tmp_path / "a", {"1+1": [1.0], "2+2": [1.0], "3+3": [0.0]})
+    lines = (a / "rollouts.jsonl").read_bytes().split(b"\n")
+    lines[0], lines[2] = b'{"reward": 1.0, broken', b"\xff\xfe not text"
+    (a / "rollouts.jsonl").write_bytes(b"\n".join(lines))
+    run = load_run(a)
+    assert run.notes == [f"{a / 'rollouts.jsonl'}: skipped 2 line(s) that are not JSON objects: line 1, 3"]
+    assert "skipped 2 line(s)" in " ".join(as_json(compare(run, run))["warnings"])
+
+
+def test_a_run_where_every_rollout_failed_flips_every_task_that_passed(tmp_path):
+    a = write_run(tmp_path / "a", {"1+1": [1.0], "2+2": [1.0]})
+    b = write_run(tmp_path / "b", {"1+1": [1.0], "2+2": [1.0]})
+    (b / "rollouts.jsonl").write_text("")
+    failed = [failure("1+1", 0), failure("2+2", 1)]
+    (b / "rollouts_failures.jsonl").write_text("".join(json.dumps(row) + "\n" for row in failed))
+    comparison = compare(load_run(a), load_run(b))
+    assert [(old.passed, new.passed, new.mean) for old, new in comparison.flipped] == [(True, False, 0.0)] * 2
+    assert "2 flipped (2 pass -> fail, 0 fail -> pass)" in report(comparison)
+
+
+def test_retried_attempts_count_a_rollout_once_by_its_final_outcome(tmp_path):
+    a = write_run(tmp_path / "a", {"1+1": [1.0, 1.0], "2+2": [1.0]})
+    rows = [failure("1+1", 0, rollout=0, attempt=0), failure("1+1", 0, rollout=0, attempt=1),  # then succeeded
+            failure("2+2", 1, attempt=0), failure("2+2", 1, attempt=1), failure("2+2", 1, attempt=2)]
+    (a / "rollouts.jsonl").write_text("".join(line for line in (a / "rollouts.jsonl").read_text().splitlines(True)
+                                              if '"2+2"' not in line))
+    (a / "rollouts_failures.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = load_run(a)
+    assert run.failures == 1  # 2+2's one rollout, after three attempts; 1+1's recovered
+    assert "failed rollouts              1" in report(compare(run, run))
+
+
+def test_runs_of_different_benchmarks_are_compared_with_a_warning(tmp_path, capsys):
+    from gym_compose.runs.compare import compare_command
+
+    def manifest(dataset: str) -> str:
+        agent = {"responses_api_agents": {"simple_agent": {"entrypoint": "app.py", "datasets": [
+            {"name": dataset, "type": "benchmark", "jsonl_fpath": f"{dataset}.jsonl"}]}}}
+        return json.dumps({"resolved_config": {"math_agent": agent}})
+
+    a = write_run(tmp_path / "a", {"1+1": [1.0]})
+    b = write_run(tmp_path / "b", {"the capital of France": [1.0]})
+    (a / "manifest.json").write_text(manifest("gsm8k"))
+    (b / "manifest.json").write_text(manifest("math500"))
+    compare_command(a, b)
+    err = capsys.readouterr().err
+    assert "warning: the runs are of different benchmarks: A benchmark gsm8k, B benchmark math500" in err
+    assert "warning: no task is in both runs" in err
+    (b / "manifest.json").write_text(manifest("gsm8k"))
+    compare_command(a, a)
+    assert "warning" not in capsys.readouterr().err

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from gym_compose.contract import SANDBOX_POLICY_ENV as POLICY_ENV
+from gym_compose.contract import SANDBOX_SIDE_ALIAS
 from gym_compose.errors import UserError
 from gym_compose.plan.model import StackOptions
 from gym_compose.plan.planner import plan_stack
@@ -49,7 +50,8 @@ def test_declaring_server_gets_broker_networks_and_its_own_token(roots):
     model = model_of(config({"memory": "256m", "cpus": 0.5, "warm_pool": 2}), roots)
     broker, coder, plain = (model["services"][name] for name in (BROKER_SERVICE, "coder", "plain"))
     assert broker["networks"] == [CONTROL_NETWORK] and broker["user"] == "10001:10001" and broker["group_add"] == ["105"]
-    assert coder["networks"] == ["gym", CONTROL_NETWORK, "sbx-coder"] and plain["networks"] == ["gym"]
+    assert coder["networks"] == {"gym": {}, CONTROL_NETWORK: {}, "sbx-coder": {"aliases": [SANDBOX_SIDE_ALIAS]}}
+    assert plain["networks"] == ["gym"]
     assert coder["secrets"] == ["sandbox_token.coder"] and "secrets" not in plain
     assert coder["environment"]["GYM_COMPOSE_SANDBOX_BROKER"] == "http://sandbox-broker:8000"
     assert model["networks"][CONTROL_NETWORK]["internal"] and model["networks"]["sbx-coder"]["internal"]
@@ -76,6 +78,48 @@ def test_network_policies(roots):
     assert egress["networks"]["sbx-coder"]["internal"] is False and "driver_opts" not in egress["networks"]["sbx-coder"]
     with pytest.raises(UserError, match="network must be one of none, internal, egress"):
         model_of(config({"network": "host"}), roots)
+
+
+GUARD = ["python", "-m", "gym_compose.server.netguard", "--sandbox-side", SANDBOX_SIDE_ALIAS]
+
+
+@pytest.mark.parametrize("network", ["internal", "egress"])
+def test_a_server_sharing_a_network_with_its_sandboxes_starts_through_the_guard(roots, network):
+    model = model_of(config({"network": network}), roots)
+    coder, plain = model["services"]["coder"], model["services"]["plain"]
+    # root with only the guard's capabilities; the guard becomes the plan's user before the server runs
+    assert coder["user"] == "0:0" and coder["cap_drop"] == ["ALL"]
+    assert coder["cap_add"] == ["KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
+    assert coder["command"] == [*GUARD, "--user", "10001:10001", "--resolve-timeout=660", "--",
+                                "python", "-m", "gym_compose.server"]
+    assert coder["security_opt"] == ["no-new-privileges:true"] and coder["read_only"] is True
+    # the alias names the server on its sandbox network only: what the guard closes
+    assert coder["networks"]["sbx-coder"] == {"aliases": [SANDBOX_SIDE_ALIAS]}
+    assert coder["networks"]["gym"] == coder["networks"][CONTROL_NETWORK] == {}
+    # the broker and servers that share no network with sandboxes keep the plain hardening
+    for other in (plain, model["services"][BROKER_SERVICE], model["services"]["head"]):
+        assert "cap_add" not in other and "command" not in other and other["user"] != "0:0"
+
+
+def test_a_server_whose_sandboxes_have_no_network_is_not_wrapped(roots):
+    coder = model_of(config({"network": "none"}), roots)["services"]["coder"]
+    assert coder["user"] == "10001:10001" and "command" not in coder and "cap_add" not in coder
+
+
+def test_the_guard_gets_the_servers_own_user_and_capabilities(roots):
+    data = config({"network": "internal"}, docker={"user": "server:server", "cap_add": ["cap_chown"]})
+    coder = model_of(data, roots)["services"]["coder"]
+    assert coder["user"] == "0:0" and coder["cap_add"] == ["CHOWN", "KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
+    assert coder["command"] == [*GUARD, "--user", "server:server", "--keep-cap=CHOWN", "--resolve-timeout=660", "--",
+                                "python", "-m", "gym_compose.server"]
+
+
+def test_a_nemo_gym_runtime_server_is_wrapped_around_its_launcher(roots):
+    coder = model_of(config({"network": "egress"}, docker={"runtime": "nemo_gym"}), roots)["services"]["coder"]
+    assert coder["labels"]["io.gym-compose.runtime"] == "nemo_gym"
+    assert coder["command"] == [*GUARD, "--user", "10001:10001", "--resolve-timeout=660", "--",
+                                "python", "-m", "gym_compose.server.nemo_gym_launch"]
+    assert coder["user"] == "0:0" and "NET_ADMIN" in coder["cap_add"]
 
 
 def test_nemo_gym_sandbox_config_and_provider_block(roots):

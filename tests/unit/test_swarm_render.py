@@ -62,6 +62,16 @@ def test_sandbox_networks_stay_internal_and_take_the_brokers_containers(roots):
     assert "driver_opts" not in sandboxes  # a bridge option; overlays have no host address anyway
     broker = model["services"]["sandbox-broker"]
     assert broker["user"] == "0:0" and "group_add" not in broker  # Swarm cannot add the socket's group
+    # the server starts through the guard, with its alias on the overlay it shares with its sandboxes
+    coder = model["services"]["coder"]
+    assert coder["networks"] == {"gym": {}, "sandbox-control": {},
+                                 "sbx-coder": {"aliases": ["gym-compose-sandbox-side"]}}
+    assert coder["user"] == "0:0" and coder["cap_drop"] == ["ALL"]
+    assert coder["cap_add"] == ["KILL", "NET_ADMIN", "SETGID", "SETPCAP", "SETUID"]
+    assert coder["command"][:3] == ["python", "-m", "gym_compose.server.netguard"]
+    assert coder["command"][-6:] == ["10001:10001", "--resolve-timeout=660", "--", "python", "-m",
+                                     "gym_compose.server"]
+    assert "security_opt" not in coder  # Swarm has none: the guard sets no-new-privileges itself
 
 
 def test_written_project_has_absolute_secret_files_and_the_collector_beside_it(roots, tmp_path):
@@ -77,3 +87,25 @@ def test_written_project_has_absolute_secret_files_and_the_collector_beside_it(r
     collector = load_collector_spec(stack_file)
     assert collector["entrypoint"] == ["python", "-m", "gym_compose.collect"]
     assert {v["target"] for v in collector["volumes"]} == {"/input/rows.jsonl", "/results"}
+
+
+def test_under_swarm_egress_sandboxes_get_the_nodes_published_ports_closed(roots):
+    """Swarm publishes on every interface of the node (an egress sandbox reaches the node), compose
+    on 127.0.0.1: only the swarm broker is told to close the published ports in egress sandboxes."""
+    from gym_compose.contract import SANDBOX_POLICY_ENV as POLICY_ENV
+    from gym_compose.render.compose import RenderOptions, compose_model
+    from gym_compose.sandbox.policy import BrokerSettings
+
+    def settings(model) -> BrokerSettings:
+        return BrokerSettings.model_validate_json(model["services"]["sandbox-broker"]["environment"][POLICY_ENV])
+
+    for network, closed in (("egress", [11000, 11001, 11002]), ("internal", []), ("none", [])):
+        options = StackOptions(project="p", target="swarm", publish_all=True)
+        stack = plan_stack(sandbox_config({"image": "python:3.12-slim", "network": network}), roots, options)
+        swarm = settings(swarm_model(stack, IMAGES, RenderOptions(docker_socket=SOCKET)))
+        assert swarm.closed_node_ports == closed, network
+        assert swarm.netns_image == ("gym-compose/sandbox_broker:def" if closed else None)
+        compose_stack = plan_stack(sandbox_config({"image": "python:3.12-slim", "network": network}), roots,
+                                   StackOptions(project="p", publish_all=True))
+        compose = settings(compose_model(compose_stack, IMAGES, options=RenderOptions(docker_socket=SOCKET)))
+        assert compose.closed_node_ports == [] and compose.netns_image is None

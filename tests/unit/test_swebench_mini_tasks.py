@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.engine.images.task_images import task_folders
-from gym_compose.engine.images.task_repo import _git, commit_repository
+from gym_compose.engine.images.task_repo import _git, commit_repository, task_folders
 from gym_compose.paths import PROJECT_ROOT
 from gym_compose.runs.swe_task_rows import build_row
 from gym_compose.server.swe.evaluation import grade

@@ -25,16 +25,19 @@ MMDEBSTRAP_TIMEOUT_S = 900
 IMPORT_TIMEOUT_S = 600
 # The C++ runtime and OpenMP, as the public slim image has them: manylinux wheels (numpy, pandas,
 # scipy, pyarrow, torch) link against the system's libstdc++ and many vendor no libgomp.
-PACKAGES = ("python3", "python3-venv", "libstdc++6", "libgomp1")
+PYTHON_PACKAGES = ("python3", "python3-venv", "libstdc++6", "libgomp1")
+# The images that run servers also have nft: a server that shares a network with its sandboxes
+# closes that side with it before it starts (gym_compose/server/netguard.py). Build stages need none.
+PACKAGES = (*PYTHON_PACKAGES, "nftables")
 # The NeMo Gym runtime's parent: Debian trixie's Python 3.13, which nemo-gym 0.7 needs, plus the
 # X11 client libraries common scientific wheels load without vendoring them (`readelf -d` of
 # rdkit 2025.9, opencv-python-headless 5, matplotlib, pillow, scipy, pyarrow: rdkit's Draw module
 # needs libXrender.so.1, libXext.so.6 and libX11.so.6; the rest is vendored or in the base).
 NEMO_GYM_PACKAGES = (*PACKAGES, "libx11-6", "libxext6", "libxrender1")
-BUILD_PACKAGES = (*PACKAGES, "g++", "make", "cmake")
+BUILD_PACKAGES = (*PYTHON_PACKAGES, "g++", "make", "cmake")
 # Builds the wheel of a C extension PyPI has only as an sdist (pycosat) for the image's Python:
 # a compiler and the Python headers of the Debian release the image runs (wheelhouse.py).
-WHEEL_BUILD_PACKAGES = (*PACKAGES, "gcc", "libc6-dev", "python3-dev")
+WHEEL_BUILD_PACKAGES = (*PYTHON_PACKAGES, "gcc", "libc6-dev", "python3-dev")
 # The parent of SWE task images (gym_compose/swe): a repository's tools, no gym-compose runtime.
 SWE_PACKAGES = ("python3", "python-is-python3", "python3-pytest", "git", "patch", "ca-certificates")
 # Documentation, manual pages and translations are of no use in a server container. dpkg leaves

@@ -18,21 +18,19 @@ from gym_compose.engine.images.image_build import build_image, inspect_image
 from gym_compose.engine.images.image_hash import ContentHash
 from gym_compose.engine.images.image_settings import ImageSettings
 from gym_compose.engine.images.lean_images import DOCKER_DIR
-from gym_compose.engine.images.task_repo import AUTHOR, COMMIT_DATE, REPO_FOLDER, commit_repository, repository_files
+from gym_compose.engine.images.task_repo import (
+    AUTHOR,
+    COMMIT_DATE,
+    REPO_FOLDER,
+    commit_repository,
+    repository_files,
+    task_folders,
+)
 from gym_compose.errors import UserError
 
 Progress = Callable[[str], None]
 DOCKERFILE = DOCKER_DIR / "swe-task.Dockerfile"
 PARALLEL_BUILDS = 4
-
-
-def task_folders(folder: Path) -> list[Path]:
-    """The task folders under `folder`: every subfolder that holds a `repo/`."""
-    found = sorted(path for path in folder.iterdir() if (path / REPO_FOLDER).is_dir())
-    if not found:
-        raise UserError(f"{folder} holds no SWE task folders (subfolders with a repo/ folder)",
-                        hint="see docs/swe.md for the layout of a task folder")
-    return found
 
 
 def task_image_tag(task_dir: Path, repository: str, parent_id: str, settings: ImageSettings) -> str:

@@ -80,3 +80,12 @@ def _git(cwd: Path, *args: str) -> str:
     if completed.returncode != 0:
         raise UserError(f"git {args[0]} failed in {cwd}: {completed.stderr.strip()}")
     return completed.stdout
+
+
+def task_folders(folder: Path) -> list[Path]:
+    """The task folders under `folder`: every subfolder that holds a `repo/`."""
+    found = sorted(path for path in folder.iterdir() if (path / REPO_FOLDER).is_dir())
+    if not found:
+        raise UserError(f"{folder} holds no SWE task folders (subfolders with a repo/ folder)",
+                        hint="see docs/swe.md for the layout of a task folder")
+    return found

@@ -59,6 +59,12 @@ class SandboxBackend(Protocol):
         """One command, for a sandbox whose image has no python3: exit code, stdout, stderr."""
         ...
 
+    async def run_to_end(self, config: dict[str, Any], name: str) -> tuple[int, str]:
+        """A one-shot helper container (an Engine API body, e.g. `launch.closed_ports_helper` in a
+        sandbox's network namespace) run to its end and removed: its exit code and output. Only
+        the Docker backend has helpers; the Kubernetes backend raises `BackendError`."""
+        ...
+
     async def remove(self, container_id: str) -> None:
         """Remove it, running or not; a sandbox already gone is not an error."""
         ...

@@ -111,6 +111,21 @@ class DockerBackend:
 
         return await self.call(run)
 
+    async def run_to_end(self, config: dict[str, Any], name: str) -> tuple[int, str]:
+        """Create, start and wait for a one-shot container, then remove it: (exit code, its output)."""
+
+        def run() -> tuple[int, str]:
+            container = self.api.create_container_from_config(config, name)["Id"]
+            try:
+                self.api.start(container)
+                code = self.api.wait(container, timeout=API_TIMEOUT_S).get("StatusCode", 125)
+                output = self.api.logs(container, stdout=True, stderr=True).decode("utf-8", "replace")
+                return code, output
+            finally:
+                self.api.remove_container(container, force=True, v=True)
+
+        return await self.call(run)
+
     async def attach(self, container_id: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """Open the container's stdin/stdout/stderr (multiplexed, no TTY) as one raw stream."""
         reader, writer = await asyncio.open_unix_connection(self.socket_path, limit=ATTACH_READ_LIMIT)

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gym_compose.contract import DNS_LABEL, shortened
 from gym_compose.sandbox.channel_constants import NO_PYTHON_MARKER
 from gym_compose.sandbox.policy import (
     ALLOWED_CAPABILITIES,
@@ -33,8 +34,10 @@ LAUNCHER = (
 
 
 def container_name(project: str, server: str, suffix: str) -> str:
+    """PROJECT-sbx-SERVER-SUFFIX in one DNS label: a long server part is cut (contract.py), never the
+    suffix that tells two sandboxes apart (a pod's name is this one, lower-cased)."""
     server_part = re.sub(r"[^a-zA-Z0-9_.-]+", "-", server).strip("-.") or "server"
-    return f"{project}-sbx-{server_part}-{suffix}"
+    return shortened(f"{project}-sbx-{server_part}", DNS_LABEL - len(suffix) - 1) + f"-{suffix}"
 
 
 def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpus: float,
@@ -89,4 +92,38 @@ def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpu
         "Tty": False,
         "Labels": labels,
         "HostConfig": host_config,
+    }
+
+
+CLOSED_PORTS_TABLE = "gym_compose_sandbox_out"
+
+
+def closed_ports_helper(project: str, server: str, sandbox_container: str, image: str,
+                        ports: list[int]) -> dict[str, Any]:
+    """The Engine API body of a one-shot container in a sandbox's network namespace that installs
+    rules refusing new TCP connections from the sandbox to `ports` at any address but its own
+    (the node's published ports, under Swarm on every interface). Root with NET_ADMIN alone, in
+    the broker's image, which has nft; the sandbox itself never holds NET_ADMIN, so it cannot undo them."""
+    table = f"inet {CLOSED_PORTS_TABLE}"
+    script = (f"add table {table}; add chain {table} output {{ type filter hook output priority filter - 10; "
+              f"policy accept; }}; add rule {table} output oifname != \"lo\" tcp dport "
+              f"{{ {', '.join(str(port) for port in sorted(set(ports)))} }} reject with tcp reset")
+    return {
+        "Image": image,
+        "Entrypoint": ["nft"],
+        "Cmd": [script],
+        "User": "0:0",
+        # the sandbox's labels too: a helper left by a broker that died mid-start goes with the sandboxes
+        "Labels": {PROJECT_LABEL: project, SANDBOX_LABEL: "1", SERVER_LABEL: server, ROLE_LABEL: "sandbox-netns"},
+        "HostConfig": {
+            "NetworkMode": f"container:{sandbox_container}",
+            "CapDrop": ["ALL"],
+            "CapAdd": ["NET_ADMIN"],
+            "SecurityOpt": ["no-new-privileges:true"],
+            "ReadonlyRootfs": True,
+            "Privileged": False,
+            "Binds": None,
+            "Mounts": None,
+            "AutoRemove": False,
+        },
     }

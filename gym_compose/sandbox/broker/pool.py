@@ -33,7 +33,7 @@ from gym_compose.sandbox.broker.broker_errors import (
 )
 from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
 from gym_compose.sandbox.broker.death import death_reason
-from gym_compose.sandbox.broker.launch import container_config, container_name
+from gym_compose.sandbox.broker.launch import closed_ports_helper, container_config, container_name
 from gym_compose.sandbox.broker.sandbox_io import SandboxIO
 from gym_compose.sandbox.broker.sandboxes import Limits, Sandbox, default_limits
 from gym_compose.sandbox.policy import (
@@ -275,6 +275,8 @@ class SandboxPool:
                 channel = AgentChannel(reader, writer, name)
                 sandbox.channel = channel
                 await self.backend.start(sandbox.container_id)
+                if policy.network == "egress" and self.settings.closed_node_ports:
+                    await self._close_node_ports(sandbox)
             finally:
                 self.admission.end_start()
             try:
@@ -303,6 +305,16 @@ class SandboxPool:
         self.start_times.append(sandbox.start_s)
         self._spawn(self._watch(sandbox))
         return sandbox
+
+    async def _close_node_ports(self, sandbox: Sandbox) -> None:
+        """Refuse the node's published ports from inside an egress sandbox before it is leased."""
+        assert sandbox.container_id is not None and self.settings.netns_image
+        config = closed_ports_helper(self.settings.project, sandbox.server, sandbox.container_id,
+                                     self.settings.netns_image, self.settings.closed_node_ports)
+        code, output = await self.backend.run_to_end(config, f"{sandbox.id}-netns")
+        if code != 0:
+            raise BackendError(f"could not close the node's published ports in it (nft, exit {code}): "
+                              f"{output.strip()[-300:]}")
 
     async def _pulled(self, image: str, deadline: float) -> None:
         """Pull an image the engine lacks, once however many leases ask for it at the same time. A

@@ -33,7 +33,9 @@ Per request it decides one turn from what it is given:
    task through them instead (mock_swe.py): oracle applies the reference patch, adversary a wrong
    change, plain none; then it submits.
 
-Its responses' `model` field is always "gym-compose-mock-model".
+Its responses' `model` field is always "gym-compose-mock-model". With `hold_after_calls: N` it
+holds generation calls after the first N until `POST /mock/gate` releases them (mock_gate.py):
+for tests that land a fault mid-run by construction.
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ import random
 from typing import Any, Optional
 
 import orjson
+from pydantic import PrivateAttr
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.base import BaseServer, BaseServerConfig
+from gym_compose.server.models.mock_gate import GATE_PATH, CallGate
 from gym_compose.server.models.mock_swe import offers_coding_tools, swe_turn
 from gym_compose.server.task_header import TASK_HEADER, decode_task_header
 
@@ -69,6 +73,8 @@ class MockModelConfig(BaseServerConfig):
     # latency_s and latency_max_s when that is larger): for scale simulations (bench/bench_scale.py).
     latency_s: float = 0.0
     latency_max_s: float = 0.0
+    # Generation calls answered before the gate holds the rest (mock_gate.py); None: no gate.
+    hold_after_calls: Optional[int] = None
 
 
 def expected_answer(task: dict[str, Any]) -> Optional[Any]:
@@ -316,15 +322,35 @@ def _unprocessable(error: MockRequestError):
 
 class MockModel(BaseServer):
     config: MockModelConfig
+    _gate: Optional[CallGate] = PrivateAttr(default=None)
 
     def setup_webserver(self) -> Starlette:
         if self.config.mode not in MODES:
             raise ValueError(f"mock_model mode must be one of {', '.join(MODES)}, not {self.config.mode!r}")
-        return Starlette(routes=[
-            Route("/v1/responses", self._authorized(self._delayed(self._responses)), methods=["POST"]),
-            Route("/v1/chat/completions", self._authorized(self._delayed(self._chat_completions)), methods=["POST"]),
+        if self.config.hold_after_calls is not None and self.config.hold_after_calls < 0:
+            raise ValueError(f"mock_model hold_after_calls must be 0 or more, not {self.config.hold_after_calls}")
+        if self.config.hold_after_calls is not None:
+            self._gate = CallGate(self.config.hold_after_calls)
+        routes = [
+            Route("/v1/responses", self._authorized(self._delayed(self._gated(self._responses))), methods=["POST"]),
+            Route("/v1/chat/completions", self._authorized(self._delayed(self._gated(self._chat_completions))),
+                  methods=["POST"]),
             Route("/v1/models", self._authorized(self._models), methods=["GET"]),
-        ])
+        ]
+        if self._gate is not None:
+            routes.append(Route(GATE_PATH, self._gate.route, methods=["GET", "POST"]))
+        return Starlette(routes=routes)
+
+    def _gated(self, endpoint):
+        gate = self._gate
+        if gate is None:
+            return endpoint
+
+        async def gated(request: Request):
+            await gate.through()
+            return await endpoint(request)
+
+        return gated
 
     def _authorized(self, endpoint):
         if not self.config.required_api_key:

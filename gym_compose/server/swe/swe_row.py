@@ -60,9 +60,13 @@ def listed_tests(value: TestList) -> list[str]:
     return list(parsed)
 
 
+IMAGE_TEMPLATE_FIELDS = ("instance_id", "dockerhub_tag", "image_digest", "image_digest_hex")
+
+
 def row_image(row: SWERow, image_repository: str, image_template: Optional[str] = None) -> str:
-    """The sandbox image of a row: `image_template` filled in, else `<repository>@<image_digest>`
-    when the row pins a digest, else `<repository>:<dockerhub_tag>` (NeMo Gym's rule)."""
+    """The sandbox image of a row: `image_template` filled in (IMAGE_TEMPLATE_FIELDS), else
+    `<repository>@<image_digest>` when the row pins a digest, else `<repository>:<dockerhub_tag>`
+    (NeMo Gym's rule)."""
     if image_template:
         return image_template.format(instance_id=row.instance_id, dockerhub_tag=row.dockerhub_tag,
                                      image_digest=row.image_digest,
