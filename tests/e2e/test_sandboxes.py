@@ -9,7 +9,6 @@ import json
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -19,47 +18,20 @@ import pytest
 
 from tests.e2e import PROJECT_PREFIX
 from tests.support.model_gate import calls_held, gated
+from tests.support.sandboxes import CLI, PROBE, SANDBOX_LABEL, free_port, gym_compose, inspect, labelled, run
 
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "gym_compose"]
-PROBE = Path(__file__).with_name("sandbox_probe.py")
 ROWS = REPO / "server_images" / "python_sandbox" / "data" / "example.jsonl"
-LABEL = "io.gym-compose.project"
-SANDBOX_LABEL = "io.gym-compose.sandbox"
 INTERNAL = ["--resources-server", "python_sandbox",
             "++python_sandbox.resources_servers.python_sandbox.sandbox_config.network=internal",
             "++python_sandbox.resources_servers.python_sandbox.sandbox_provider=sandbox",
             "++sandbox.docker.exec.default_timeout_s=180"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run(*argv: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, **kwargs)
-
-
-def gym_compose(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    return run(*CLI, *args, cwd=cwd, timeout=timeout)
-
-
-def labelled(kind: str, project: str, extra: str | None = None) -> list[str]:
-    listing = {"container": ["ps", "-aq"], "network": ["network", "ls", "-q"], "volume": ["volume", "ls", "-q"]}[kind]
-    filters = ["--filter", f"label={LABEL}={project}"] + (["--filter", f"label={extra}"] if extra else [])
-    return run("docker", *listing, *filters, timeout=60).stdout.split()
-
-
 def leftovers(project: str) -> dict[str, list[str]]:
     return {kind: found for kind in ("container", "network", "volume") if (found := labelled(kind, project))}
-
-
-def inspect(*ids: str) -> list[dict]:
-    return json.loads(run("docker", "inspect", *ids, timeout=60).stdout or "[]")
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:

@@ -172,7 +172,7 @@ def test_a_sandboxed_benchmark_collects_on_swarm_and_leaves_nothing(swarm_stack,
 def test_nothing_of_the_project_answers_a_sandbox_on_swarm(swarm_node, tmp_path):
     """tests/e2e/test_sandbox_reach.py's checks on overlay networks: the guard finds the overlay
     interface by its alias, and no server, broker or head answers a sandbox of any policy."""
-    from tests.e2e.test_sandbox_reach import POLICIES, check_reach, start_stack
+    from tests.support.sandbox_reach import POLICIES, check_reach, start_stack
 
     project = f"{PROJECT_PREFIX}-swr"
     try:

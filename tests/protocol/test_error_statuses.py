@@ -9,18 +9,11 @@ import pytest
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
-from gym_compose.server.context import ServerContext
 from gym_compose.server.models.mock_model import MockModel, MockModelConfig
 from gym_compose.server.models.openai_model import OpenAIModel, OpenAIModelConfig
 from gym_compose.server.models.upstream import UpstreamClient, _Answer
 from gym_compose.server.resources import BaseResourcesServerConfig, SimpleResourcesServer
-from gym_compose.server.runtime import finish_app
-
-
-def client_for(server, server_type: str, implementation: str) -> TestClient:
-    context = ServerContext(name=server.config.name, server_type=server_type, implementation=implementation,
-                            spec={}, global_config={}, bind_host="127.0.0.1", port=0)
-    return TestClient(finish_app(server.setup_webserver(), context, server), raise_server_exceptions=False)
+from tests.support.apps import client_for
 
 
 def test_close_session_with_a_body_that_is_not_json_is_a_422():

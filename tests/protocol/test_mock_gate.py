@@ -6,10 +6,10 @@ import threading
 import time
 
 import pytest
-from test_error_statuses import client_for
 
 from gym_compose.server.models.mock_gate import GATE_PATH
 from gym_compose.server.models.mock_model import MockModel, MockModelConfig
+from tests.support.apps import client_for
 
 pytestmark = pytest.mark.protocol
 BODY = {"input": [{"role": "user", "content": "hi"}]}

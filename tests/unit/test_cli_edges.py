@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from gym_compose.errors import UserError
-from tests.unit.test_cli import REPO, run_cli
+from tests.support.cli import REPO, run_cli
 
 EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
 
@@ -36,7 +36,7 @@ def exec_calls(monkeypatch) -> list[tuple[str, str | None, list[str]]]:
 def test_sandbox_exec_takes_the_project_option_after_the_sandbox(exec_calls, monkeypatch, argv, project, command):
     from typer.testing import CliRunner
 
-    from gym_compose.cli import app
+    from gym_compose.cli.main import app
 
     monkeypatch.delenv("GYM_COMPOSE_PROJECT", raising=False)
     result = CliRunner().invoke(app, ["sandbox", "exec", *argv])
@@ -108,7 +108,7 @@ def test_the_served_app_refuses_another_host_and_says_nosniff(tmp_path):
     from gym_compose.view.host_check import AllowedHosts, HostCheck
     from gym_compose.view.server import create_app
     from gym_compose.view.service import ViewService
-    from tests.view_support import write_synthetic_run
+    from tests.support.view import write_synthetic_run
 
     run = write_synthetic_run(tmp_path / "calc-20260101-000000", tasks=2, repeats=1)
     app = HostCheck(create_app(ViewService([run])), AllowedHosts("127.0.0.1"))
@@ -126,7 +126,7 @@ def test_the_view_command_serves_through_the_host_check(monkeypatch, tmp_path):
 
     from gym_compose.view import server
     from gym_compose.view.host_check import HostCheck
-    from tests.view_support import write_synthetic_run
+    from tests.support.view import write_synthetic_run
 
     served: list[object] = []
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: served.append(self.config.app))

@@ -62,7 +62,7 @@ def test_resolve_masks_every_value_the_host_environment_gave(tmp_path, monkeypat
 def test_the_manifest_and_its_compose_copy_mask_them_and_keep_their_expressions(tmp_path, monkeypatch):
     from gym_compose.plan.model import StackOptions
     from gym_compose.plan.planner import plan_stack
-    from gym_compose.render import RenderOptions, write_project
+    from gym_compose.render.compose import RenderOptions, write_project
 
     monkeypatch.setenv("GYMC_TEST_HOST_VALUE", VALUE)
     monkeypatch.setattr(engine_info, "engine_versions", lambda: {"engine": "test"})

@@ -121,7 +121,7 @@ def test_a_project_name_too_long_for_any_service_name_is_refused_naming_the_limi
 
 def test_the_default_project_renders_the_example_benchmark_for_swarm():
     loaded = load(ConfigRequest(benchmarks=["example_single_tool_call"]))
-    stack = plan_stack(loaded.data, loaded.search_roots, StackOptions(project="gym-compose", target="swarm"))
+    stack = plan_stack(loaded.data, loaded.search_roots, StackOptions(project="gym-compose"))
     model = swarm_model(stack, IMAGES)  # raised "... at most 63 characters" before
     environment = "example_single_tool_call_benchmark_environment_server"
     name = stack_name(stack, environment)

@@ -53,7 +53,7 @@ class EngineCalls:
             ("start_servers", stack.project)))
         monkeypatch.setattr(lifecycle, "down_quietly", lambda project: self.calls.append(("down", project.name)))
 
-    def build_and_render(self, stack, out_dir):
+    def build_and_render(self, stack, target, out_dir):
         from gym_compose.engine.targets.compose_project import ComposeProject
 
         self.calls.append(("build_and_render", stack.project))

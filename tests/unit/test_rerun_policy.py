@@ -12,6 +12,7 @@ import pytest
 from gym_compose.config import load
 from gym_compose.config.redact import redact
 from gym_compose.contract import SERVER_USER
+from gym_compose.engine.targets.registry import TargetOptions
 from gym_compose.plan.model import StackOptions
 from gym_compose.plan.planner import plan_stack
 from gym_compose.runs import rerun
@@ -50,7 +51,7 @@ def rerun_service(tmp_path: Path, monkeypatch, overrides: list[str]) -> tuple[An
         return 0
 
     monkeypatch.setattr("gym_compose.runs.eval_run.run_collection", run_collection)
-    assert rerun.rerun_command(run_folder(tmp_path), StackOptions(project="p"), overrides, None, None, None,
+    assert rerun.rerun_command(run_folder(tmp_path), (StackOptions(project="p"), TargetOptions()), overrides, None, None, None,
                                keep=False, rebuild=False, cwd=tmp_path) == 0
     service = next(s for s in seen["stack"].services if s.instance == SERVER)
     return service, "\n".join(said)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gym_compose.config.request import ConfigRequest
+from gym_compose.engine.targets.registry import TargetOptions
 from gym_compose.errors import UserError
 from gym_compose.plan.model import StackOptions
 from gym_compose.runs import eval_run, rerun
@@ -57,7 +58,7 @@ def test_a_rerun_of_a_manifest_that_redirects_the_output_is_refused_before_anyth
     monkeypatch.setattr(rerun, "pin_images", lambda manifest, rebuild, ask: ({}, {}))
     monkeypatch.setattr(eval_run, "refuse_if_running", lambda *a, **k: pytest.fail("the rerun reached the engine"))
     with pytest.raises(UserError) as refused:
-        rerun.rerun_command(run_dir, StackOptions(project="p"), [], None, tmp_path / "results", None,
+        rerun.rerun_command(run_dir, (StackOptions(project="p"), TargetOptions()), [], None, tmp_path / "results", None,
                             keep=False, rebuild=False, cwd=tmp_path)
     assert f"{run_dir}/manifest.json: collection.collector_args: collector option '--output-dir'" in str(refused.value)
     assert not (tmp_path / "results").exists()
@@ -69,7 +70,7 @@ def test_a_collector_that_exits_0_but_wrote_no_rollouts_is_no_success(tmp_path, 
 
     said: list[str] = []
     monkeypatch.setattr(eval_run, "refuse_if_running", lambda *a, **k: None)
-    monkeypatch.setattr(eval_run, "build_and_render", lambda stack, out, collector, **_: (
+    monkeypatch.setattr(eval_run, "build_and_render", lambda stack, target, out, collector, **_: (
         {}, ComposeProject(stack.project, None)))
     monkeypatch.setattr(eval_run, "start_servers", lambda stack, project: None)
     monkeypatch.setattr(eval_run, "EngineFacts", lambda images: None)

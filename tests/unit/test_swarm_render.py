@@ -100,7 +100,7 @@ def test_under_swarm_egress_sandboxes_get_the_nodes_published_ports_closed(roots
         return BrokerSettings.model_validate_json(model["services"]["sandbox-broker"]["environment"][POLICY_ENV])
 
     for network, closed in (("egress", [11000, 11001, 11002]), ("internal", []), ("none", [])):
-        options = StackOptions(project="p", target="swarm", publish_all=True)
+        options = StackOptions(project="p", publish_all=True)
         stack = plan_stack(sandbox_config({"image": "python:3.12-slim", "network": network}), roots, options)
         swarm = settings(swarm_model(stack, IMAGES, RenderOptions(docker_socket=SOCKET)))
         assert swarm.closed_node_ports == closed, network

@@ -1,0 +1,41 @@
+"""Helpers of the sandbox end-to-end tests (tests/e2e/test_sandboxes.py, test_sandbox_reach.py,
+test_swarm.py): the docker and gym-compose calls they make, and the probe run inside containers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import REPO
+
+CLI = [sys.executable, "-m", "gym_compose"]
+PROBE = REPO / "tests" / "e2e" / "sandbox_probe.py"
+LABEL = "io.gym-compose.project"
+SANDBOX_LABEL = "io.gym-compose.sandbox"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run(*argv: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def gym_compose(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    return run(*CLI, *args, cwd=cwd, timeout=timeout)
+
+
+def labelled(kind: str, project: str, extra: str | None = None) -> list[str]:
+    listing = {"container": ["ps", "-aq"], "network": ["network", "ls", "-q"], "volume": ["volume", "ls", "-q"]}[kind]
+    filters = ["--filter", f"label={LABEL}={project}"] + (["--filter", f"label={extra}"] if extra else [])
+    return run("docker", *listing, *filters, timeout=60).stdout.split()
+
+
+def inspect(*ids: str) -> list[dict]:
+    return json.loads(run("docker", "inspect", *ids, timeout=60).stdout or "[]")
