@@ -73,7 +73,7 @@ def connect_from(image: str, network: str, address: str, port: int) -> str:
 
 
 def test_the_guard_leaves_a_root_server_only_its_own_capabilities_and_fails_closed():
-    from gym_compose.engine.images import ensure_base_image
+    from gym_compose.engine.images.lean_images import ensure_base_image
 
     image = ensure_base_image(progress=lambda line: None)
     network = f"{PROJECT_PREFIX}-reach-guard"
@@ -108,7 +108,7 @@ def test_a_server_whose_alias_resolves_late_is_closed_everywhere_until_then():
     """The Swarm path (its DNS answers once the task is healthy), on the compose engine: the
     alias comes with a network connected later; until then every interface refuses, then only
     that network's does."""
-    from gym_compose.engine.images import ensure_base_image
+    from gym_compose.engine.images.lean_images import ensure_base_image
 
     image = ensure_base_image(progress=lambda line: None)
     first, side = f"{PROJECT_PREFIX}-reach-late-a", f"{PROJECT_PREFIX}-reach-late-b"
