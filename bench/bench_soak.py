@@ -1,15 +1,18 @@
 """Soak under faults: one long collection while servers are killed and restarted.
 
     .venv/bin/python -m bench.bench_soak [--rows 100000] [--parallel 256] [--fault-every 60]
+    .venv/bin/python -m bench.bench_soak --resources-server python_sandbox --rows 5000 --parallel 64 --kill-broker
 
-Starts example_single_tool_call + the mock model with `gym-compose up -d`, measures an unfaulted
+Starts a resources server (example_single_tool_call by default; python_sandbox for the sandboxed
+path) with its simple agent and the mock model with `gym-compose up -d`, measures an unfaulted
 baseline (`--baseline-rows` rows), then collects `--rows` rows with `eval run --no-serve`. Every
-`--fault-every` seconds it kills one server (`docker kill`, round-robin over the five kinds); the
-CLI stops the run naming it; the server is restarted (`docker start`), and the run is resumed
-with `--resume`, until every rollout is done. Prints: completed rollouts, failure rows (and how
-many name no cause: must be 0), duplicate rollouts (must be 0), each container's memory at the
-start, its peak (sampled before each fault) and at the end with its restarts, and rollouts/s
-over the whole faulted run with its ratio to the baseline. Removes the stack at the end.
+`--fault-every` seconds it kills one server (`docker kill`, round-robin over the five kinds; with
+`--kill-broker` the sandbox broker once, in the second round); the CLI stops the run naming it;
+the server is restarted (`docker start`), and the run is resumed with `--resume`, until every
+rollout is done. Prints: completed rollouts, failure rows (and how many name no cause: must be
+0), duplicate rollouts (must be 0), each container's memory at the start, its peak (sampled
+before each fault) and at the end with its restarts, rollouts/s over the whole faulted run with
+its ratio to the baseline, and what `down` left of the project (must be nothing).
 """
 
 from __future__ import annotations
@@ -27,9 +30,26 @@ from gym_compose.plan.planner import service_name
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
-ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
-INSTANCES = ["example_single_tool_call_environment_server", "example_single_tool_call_simple_agent",
-             "example_single_tool_call", "policy_model"]
+BROKER = "sandbox-broker"
+PROJECT_LABEL = "io.gym-compose.project"
+
+
+def instances(resources_server: str) -> list[str]:
+    """The instances of `--resources-server X` with its simple agent (server_images/X/configs/X.yaml)."""
+    return [f"{resources_server}_environment_server", f"{resources_server}_simple_agent", resources_server,
+            "policy_model"]
+
+
+def leftovers(project: str) -> dict[str, list[str]]:
+    """The project's containers, networks and volumes that are still there."""
+    found = {}
+    for kind, listing in (("containers", ["ps", "-aq"]), ("networks", ["network", "ls", "-q"]),
+                          ("volumes", ["volume", "ls", "-q"])):
+        ids = subprocess.run(["docker", *listing, "--filter", f"label={PROJECT_LABEL}={project}"],
+                             capture_output=True, text=True, timeout=120).stdout.split()
+        if ids:
+            found[kind] = ids
+    return found
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "kB": 1e3, "MB": 1e6, "GB": 1e9}
 
 
@@ -81,16 +101,20 @@ def main() -> None:
     parser.add_argument("--project", default="gym-compose-bench-soak")
     parser.add_argument("--head-port", default="11093")
     parser.add_argument("--max-rounds", type=int, default=10_000)
+    parser.add_argument("--resources-server", default="example_single_tool_call",
+                        help="a server of server_images/ with a simple agent config (python_sandbox: sandboxes)")
+    parser.add_argument("--kill-broker", action="store_true", help="kill the sandbox broker once, in round 2")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
-    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
+    example = REPO / "server_images" / args.resources_server / "data" / "example.jsonl"
+    lines = [line for line in example.read_text().splitlines() if line.strip()]
     rows, baseline_rows = work / "rows.jsonl", work / "baseline.jsonl"
     rows.write_text("".join(lines[i % len(lines)] + "\n" for i in range(args.rows)))
     baseline_rows.write_text("".join(lines[i % len(lines)] + "\n" for i in range(args.baseline_rows)))
     # a long project shortens the long service names (gym_compose/contract.py)
-    services = [service_name(instance, args.project) for instance in INSTANCES] + ["head"]
-    stack = ["-p", args.project, "--head-port", args.head_port, "--resources-server", "example_single_tool_call"]
+    services = [service_name(instance, args.project) for instance in instances(args.resources_server)] + ["head"]
+    stack = ["-p", args.project, "--head-port", args.head_port, "--resources-server", args.resources_server]
     collect = ["eval", "run", "--no-serve", *stack, "--num-samples-in-parallel", str(args.parallel)]
 
     print("starting the stack ...", flush=True)
@@ -117,7 +141,7 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 for name, mib in memory_mib(args.project).items():
                     peak[name] = max(peak.get(name, 0.0), mib)
-                victim = services[round_number % len(services)]
+                victim = BROKER if args.kill_broker and round_number == 1 else services[round_number % len(services)]
                 subprocess.run(["docker", "kill", f"{args.project}-{victim}-1"], capture_output=True, timeout=120)
                 cli.wait(timeout=600)
                 restarts[victim] += 1
@@ -153,6 +177,7 @@ def main() -> None:
                   f"{memory_end.get(name, 0):7.1f} ({restarts[name]})")
     finally:
         gym_compose("down", "-p", args.project, cwd=work, check=False)
+        print(f"left after down  {leftovers(args.project) or 'nothing'}")
 
 
 if __name__ == "__main__":
