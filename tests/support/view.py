@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 
 from gym_compose.metrics.agent_metrics import aggregate_metrics
+from tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 AGENT = "calculator_simple_agent"
 FAILURE_MESSAGE = "POST http://calculator-environment-server:8000/run answered 422"
