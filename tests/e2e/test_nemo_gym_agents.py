@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_vllm import make_server
-from tests.support.e2e import free_port, gym_compose, labelled
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, free_port, gym_compose, labelled
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 
 def eval_run(nemo_gym: Path, name: str, tmp_path: Path, rows: Path, *selectors: str) -> list[dict]:

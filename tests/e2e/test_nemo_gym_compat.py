@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.e2e import REPO, free_port, gym_compose, labelled
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, REPO, free_port, gym_compose, labelled
 from tests.support.nemo_gym import NEMO_GYM_VERSION
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym"
 
@@ -94,7 +94,6 @@ def test_nemo_gym_blackjack_environment_runs_to_a_terminal_state(nemo_gym_checko
         assert rollout["terminated"] or rollout["truncated"]
 
 
-@pytest.mark.timeout(2400)  # the first run builds NeMo Gym's venv (pip: minutes on a loaded 2-core machine)
 def test_nemo_gyms_own_collector_collects_from_the_head_host_view_and_writes_every_file(
         nemo_gym_cli, project, tmp_path):
     head_port = free_port()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.e2e import gym_compose, run_rows
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, gym_compose, run_rows
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 
 def test_resolve_says_which_runtime_and_why(nemo_gym_checkout, tmp_path):  # noqa: F811

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from tests.support.e2e import free_port, gym_compose, labelled
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, free_port, gym_compose, labelled
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 APP = '''
 from nemo_gym.base_resources_server import (

@@ -19,9 +19,9 @@ import subprocess
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
-from tests.support.e2e import run_rows
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, run_rows
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 SAMPLE = [
     # server, runtime, mean reward of the mock model's answers on data/example.jsonl (5 rows each),

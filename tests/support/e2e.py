@@ -9,9 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "gym_compose"]
 LABEL = "io.gym-compose.project"
+
+# Whichever test of a module that runs NeMo Gym's own code comes first builds the shared NeMo Gym
+# runtime image (a ~1.3 GB venv from a fresh wheelhouse): over 600 s on a fresh 2-core CI machine.
+# The mark is on every such module, so the bound holds whatever order or selection runs them.
+BUILDS_NEMO_GYM_RUNTIME = pytest.mark.timeout(2400)
 
 
 def free_port() -> int:
