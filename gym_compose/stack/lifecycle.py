@@ -82,7 +82,13 @@ def build_and_render(stack: Stack, target: TargetOptions, out_dir: Path, collect
     if not row.runs:
         raise row.not_run()
     images = target_images(stack, target, pinned)
-    return images, row.opened(stack.project, row.render(stack, images, out_dir, collector))
+    rendered = row.render(stack, images, out_dir, collector)
+    registries = stack.sandboxes.pulled_registries() if stack.sandboxes is not None else []
+    if registries and (out_dir / "secrets").is_dir():
+        from gym_compose.engine.registry_login import write_registry_auth
+
+        write_registry_auth(out_dir / "secrets", registries)  # the host's `docker login`, for the broker's pulls
+    return images, row.opened(stack.project, rendered)
 
 
 def render_command(args: StackArgs, output: Path) -> Path:

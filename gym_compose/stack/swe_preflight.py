@@ -11,11 +11,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from gym_compose.config import instances, resolve_path
+from gym_compose.contract import DOCKER_HUB as HUB
+from gym_compose.contract import image_registry
 from gym_compose.errors import UserError
 from gym_compose.plan.sandbox_defaults import sandbox_defaults
+
+if TYPE_CHECKING:
+    from gym_compose.engine.registry_manifests import ManifestAnswer
 
 VERIFIER = "swebench_pro"
 PROBE_TIMEOUT_S = 5.0
@@ -77,27 +82,49 @@ def row_images(files: Iterable[Path], repository: str, template: Optional[str]) 
 
 
 def registry_host(repository: str) -> str:
-    first = repository.split("/", 1)[0]
-    if "/" in repository and ("." in first or ":" in first or first == "localhost"):
-        return DOCKER_HUB if first in ("docker.io", "index.docker.io") else first
-    return DOCKER_HUB
+    """The host that serves a repository's registry API (Docker Hub's is registry-1.docker.io)."""
+    registry = image_registry(f"{repository}/x")
+    return DOCKER_HUB if registry == HUB else registry
 
 
 def probe_registry(host: str) -> Optional[str]:
-    """None when the registry answers (any HTTP status), else why not."""
+    """None when the registry answers (any HTTP status), else why not. Over HTTPS, and over plain
+    HTTP too where the engine would pull that way (a loopback or `insecure-registries` host)."""
     import httpx
 
     try:
         httpx.get(f"https://{host}/v2/", timeout=PROBE_TIMEOUT_S, follow_redirects=False)
     except httpx.HTTPError as error:
-        return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        why = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        from gym_compose.engine.engine_info import insecure_registry
+
+        if not insecure_registry(host):
+            return why
+        try:
+            httpx.get(f"http://{host}/v2/", timeout=PROBE_TIMEOUT_S, follow_redirects=False)
+        except httpx.HTTPError:
+            return f"{why}; nor over plain HTTP"
     return None
+
+
+Manifests = Callable[[list[str]], dict[str, "ManifestAnswer"]]
+
+
+def ask_registries(images: list[str]) -> dict[str, "ManifestAnswer"]:
+    """Each image's manifest, asked of its registry with the host's `docker login` (concurrently)."""
+    from gym_compose.engine.engine_info import insecure_registry
+    from gym_compose.engine.registry_login import registry_credentials
+    from gym_compose.engine.registry_manifests import ManifestClient
+
+    return ManifestClient(registry_credentials, insecure_registry).ask_all(images)
 
 
 def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Optional[Path] = None,
                         image_present: Optional[Callable[[str], bool]] = None,
-                        probe: Callable[[str], Optional[str]] = probe_registry) -> None:
-    """Raise one UserError naming what is missing (prepared rows, a registry), or return."""
+                        probe: Callable[[str], Optional[str]] = probe_registry,
+                        manifests: Manifests = ask_registries) -> None:
+    """Raise one UserError naming what is missing (prepared rows, a registry, images in it, a
+    login), or return."""
     verifiers = pulled_image_verifiers(data, roots)
     if not verifiers:
         return
@@ -123,6 +150,39 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
                 problems.append(f"no container registry: {host} cannot be reached ({why}); {count} not on this "
                                 f"Docker engine, and {verifier.instance} pulls each ({verifier.repository}:<tag>) when "
                                 "its first rollout starts")
+            elif absent:
+                problems.extend(registry_problems(verifier, absent, manifests))
     if problems:
         raise UserError("this SWE benchmark cannot run here:\n" + "\n".join(f"  - {p}" for p in problems),
                         hint=f"nothing was started. The offline miniature needs neither: {MINIATURE}")
+
+
+def registry_problems(verifier: PulledImages, absent: list[str], manifests: Manifests) -> list[str]:
+    """Ask the registry for each image the engine lacks: the ones it does not have, and a login it wants."""
+    import time
+
+    from gym_compose.console import say
+
+    registries = sorted({image_registry(image) for image in absent})
+    say(f"checking {len(absent)} task image(s) not on the engine in {', '.join(registries)} ...")
+    began = time.monotonic()
+    answers = manifests(absent)
+    not_there = sorted(image for image, answer in answers.items() if answer.found is False)
+    locked = sorted({image_registry(image) for image, answer in answers.items() if answer.needs_login})
+    unknown = [answer for answer in answers.values() if answer.found is None and not answer.needs_login]
+    sizes = [answer.compressed_bytes or 0 for answer in answers.values() if answer.found]
+    say(f"  {len(sizes)} found ({sum(sizes) / 1e9:.2f} GB to pull), {len(not_there)} missing"
+        + (f", {len(unknown)} not told" if unknown else "") + f" ({time.monotonic() - began:.1f} s)")
+    for answer in unknown[:3]:
+        say(f"  warning: {answer.image}: {answer.problem}; its rollouts fail if the broker cannot pull it")
+    problems = []
+    if not_there:
+        shown = ", ".join(not_there[:10]) + (f" and {len(not_there) - 10} more" if len(not_there) > 10 else "")
+        problems.append(f"{len(not_there)} of the rows' images are not in their registry: {shown}; fix the rows' "
+                        f"dockerhub_tag or image_digest, or {verifier.instance}'s image_repository")
+    for registry in locked:
+        why = next(answer.problem for image, answer in answers.items()
+                   if answer.needs_login and image_registry(image) == registry)
+        problems.append(f"registry {registry} needs a login: {why}; run `docker login {registry}` on this host "
+                        "(gym-compose hands its credentials to the sandbox broker)")
+    return problems
