@@ -5,7 +5,6 @@ distribution registry; scripts/setup installs it), served over plain HTTP (the e
 from __future__ import annotations
 
 import base64
-import crypt  # bcrypt through the system's libxcrypt; deprecated only from Python 3.13 on
 import json
 import shutil
 import subprocess
@@ -52,8 +51,10 @@ def start_registry(folder: Path, address: Optional[str] = None,
     config = {"version": 0.1, "storage": {"filesystem": {"rootdirectory": str(folder / "blobs")}},
               "http": {"addr": address}}
     if credentials:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # crypt: bcrypt through the system's libxcrypt (gone in Python 3.13)
             warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt
+
             hashed = crypt.crypt(credentials[1], crypt.mksalt(crypt.METHOD_BLOWFISH))
         (folder / "htpasswd").write_text(f"{credentials[0]}:{hashed}\n")
         config["auth"] = {"htpasswd": {"realm": "gym-compose-test", "path": str(folder / "htpasswd")}}
