@@ -72,6 +72,14 @@ def push_unique(registry: LoopbackRegistry, task_images: dict[str, str], folder:
     return digests
 
 
+def remove_pushed(registry: LoopbackRegistry) -> None:
+    """Remove what the runs pulled from the registry (by tag and by digest)."""
+    listed = docker("images", "-q", f"{registry.address}/{NAMESPACE}").stdout.split()
+    if listed:
+        docker("rmi", "-f", *sorted(set(listed)))
+    assert docker("images", "-q", f"{registry.address}/{NAMESPACE}").stdout.split() == []
+
+
 def rows_file(path: Path, digests: dict[str, str], by_digest: tuple[str, ...] = ()) -> Path:
     rows = []
     for line in MINI_ROWS.read_text().splitlines():
@@ -133,11 +141,7 @@ def test_swebench_pro_pulls_each_image_from_a_plain_http_registry_once(task_imag
         assert pulls(run_dir) == [] and "not on the engine" not in second.stderr  # every image is on the engine now
     finally:
         registry.stop()
-        for image in docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{registry.address}/*").stdout.split():
-            docker("rmi", "-f", image)
-        for line in docker("images", "--digests", "--format", "{{.Repository}}@{{.Digest}}",
-                           f"{registry.address}/*").stdout.split():
-            docker("rmi", "-f", line)
+        remove_pushed(registry)
 
 
 def test_a_registry_with_basic_auth_needs_docker_login_and_then_runs(task_images, tmp_path):
@@ -169,5 +173,4 @@ def test_a_registry_with_basic_auth_needs_docker_login_and_then_runs(task_images
         assert any(f"pulled {registry.address}/{NAMESPACE}:{TASKS[0]} in" in line for line in pulls(run_dir))
     finally:
         registry.stop()
-        for image in docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{registry.address}/*").stdout.split():
-            docker("rmi", "-f", image)
+        remove_pushed(registry)
