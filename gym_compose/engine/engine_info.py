@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 from gym_compose.engine import docker_cli
 
@@ -54,3 +55,28 @@ def insecure_registry(host: str) -> bool:
     except ValueError:
         return False
     return any(address in ipaddress.ip_network(cidr, strict=False) for cidr in cidrs)
+
+
+def engine_room() -> Optional[tuple[int, int, Optional[int]]]:
+    """(memory bytes, cores, free bytes of its data root or None where this host cannot see that
+    folder: a remote engine) of the engine, or None when it does not answer."""
+    import shutil
+
+    answer = docker_cli.run_docker(["info", "--format", "{{json .}}"], timeout=VERSION_TIMEOUT_S, retries=1,
+                                   check=False)
+    try:
+        info = json.loads(answer.stdout) if answer.ok else None
+    except json.JSONDecodeError:
+        info = None
+    if not isinstance(info, dict) or not info.get("MemTotal"):
+        return None
+    free = None
+    root = str(info.get("DockerRootDir") or "")
+    local = docker_cli.run_docker(["context", "inspect", "--format", "{{.Endpoints.docker.Host}}"],
+                                  timeout=VERSION_TIMEOUT_S, retries=1, check=False)
+    if root and local.ok and local.stdout.strip().startswith("unix://"):
+        try:
+            free = shutil.disk_usage(root).free
+        except OSError:
+            free = None
+    return int(info["MemTotal"]), int(info.get("NCPU") or 1), free

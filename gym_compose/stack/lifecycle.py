@@ -142,10 +142,11 @@ def stack_service_names(stack: Stack) -> list[str]:
 
 
 def up_command(args: StackArgs, detach: bool) -> None:
+    from gym_compose.stack.engine_room import check_engine_room
     from gym_compose.stack.swe_preflight import check_pulled_images
 
     loaded, stack = load_and_plan(args)
-    check_pulled_images(loaded.data, loaded.search_roots)
+    check_engine_room(stack, check_pulled_images(loaded.data, loaded.search_roots))
     with owning_project(stack.project):  # -d: until the stack is up; attached: until it is removed
         refuse_if_running(stack.project, args.target.name)
         _, project = build_and_render(stack, args.target, project_dir(stack.project))

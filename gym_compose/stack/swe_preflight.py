@@ -110,6 +110,16 @@ def probe_registry(host: str) -> Optional[str]:
 Manifests = Callable[[list[str]], dict[str, "ManifestAnswer"]]
 
 
+@dataclass
+class ImagesToPull:
+    """What the preflight found: the images the run leaves out (--skip-missing-images) and the
+    compressed bytes of those the broker will pull."""
+
+    skipped: set[str]
+    pull_bytes: int = 0
+    count: int = 0
+
+
 def ask_registries(images: list[str]) -> dict[str, "ManifestAnswer"]:
     """Each image's manifest, asked of its registry with the host's `docker login` (concurrently)."""
     from gym_compose.engine.engine_info import insecure_registry
@@ -122,12 +132,14 @@ def ask_registries(images: list[str]) -> dict[str, "ManifestAnswer"]:
 def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Optional[Path] = None,
                         image_present: Optional[Callable[[str], bool]] = None,
                         probe: Callable[[str], Optional[str]] = probe_registry,
-                        manifests: Manifests = ask_registries) -> None:
+                        manifests: Manifests = ask_registries, skip_missing: bool = False) -> ImagesToPull:
     """Raise one UserError naming what is missing (prepared rows, a registry, images in it, a
-    login), or return."""
+    login), or return the images the registry does not have that `skip_missing` lets the run leave
+    out (their rows go: rows_without_images)."""
     verifiers = pulled_image_verifiers(data, roots)
+    result = ImagesToPull(set())
     if not verifiers:
-        return
+        return result
     if image_present is None:
         from gym_compose.engine.images.lean_images import image_exists
         image_present = image_exists
@@ -151,14 +163,22 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
                                 f"Docker engine, and {verifier.instance} pulls each ({verifier.repository}:<tag>) when "
                                 "its first rollout starts")
             elif absent:
-                problems.extend(registry_problems(verifier, absent, manifests))
+                found, not_there, sizes = registry_problems(verifier, absent, manifests, skip_missing)
+                problems.extend(found)
+                result.skipped.update(not_there if skip_missing else ())
+                result.pull_bytes += sum(sizes)
+                result.count += len(sizes)
     if problems:
         raise UserError("this SWE benchmark cannot run here:\n" + "\n".join(f"  - {p}" for p in problems),
                         hint=f"nothing was started. The offline miniature needs neither: {MINIATURE}")
+    return result
 
 
-def registry_problems(verifier: PulledImages, absent: list[str], manifests: Manifests) -> list[str]:
-    """Ask the registry for each image the engine lacks: the ones it does not have, and a login it wants."""
+def registry_problems(verifier: PulledImages, absent: list[str], manifests: Manifests,
+                      skip_missing: bool = False) -> tuple[list[str], list[str], list[int]]:
+    """Ask the registry for each image the engine lacks: (problems, the images it does not have,
+    the compressed sizes of those it has).
+    A missing image is a problem unless `skip_missing`; a login the registry wants always is."""
     import time
 
     from gym_compose.console import say
@@ -176,13 +196,40 @@ def registry_problems(verifier: PulledImages, absent: list[str], manifests: Mani
     for answer in unknown[:3]:
         say(f"  warning: {answer.image}: {answer.problem}; its rollouts fail if the broker cannot pull it")
     problems = []
-    if not_there:
-        shown = ", ".join(not_there[:10]) + (f" and {len(not_there) - 10} more" if len(not_there) > 10 else "")
+    shown = ", ".join(not_there[:10]) + (f" and {len(not_there) - 10} more" if len(not_there) > 10 else "")
+    if not_there and skip_missing:
+        say(f"  leaving out the rows of {len(not_there)} image(s) their registry does not have "
+            f"(--skip-missing-images): {shown}")
+    elif not_there:
         problems.append(f"{len(not_there)} of the rows' images are not in their registry: {shown}; fix the rows' "
-                        f"dockerhub_tag or image_digest, or {verifier.instance}'s image_repository")
+                        f"dockerhub_tag or image_digest, or {verifier.instance}'s image_repository, or leave "
+                        "those rows out with --skip-missing-images")
     for registry in locked:
         why = next(answer.problem for image, answer in answers.items()
                    if answer.needs_login and image_registry(image) == registry)
         problems.append(f"registry {registry} needs a login: {why}; run `docker login {registry}` on this host "
                         "(gym-compose hands its credentials to the sandbox broker)")
-    return problems
+    return problems, not_there, sizes
+
+
+def rows_without_images(source: Path, target: Path, data: dict[str, Any], roots: list[Path],
+                        images: set[str]) -> int:
+    """Copy `source`'s rows to `target` but those whose image (under any pulling verifier's naming)
+    is in `images`; returns how many were left out."""
+    from gym_compose.server.swe.swe_row import SWERow, row_image
+
+    namings = [(v.repository, v.template) for v in pulled_image_verifiers(data, roots)]
+    dropped = 0
+    with open(source, encoding="utf-8") as rows, open(target, "w", encoding="utf-8") as out:
+        for line in rows:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            stub = SWERow.model_construct(instance_id=row.get("instance_id", ""),
+                                          dockerhub_tag=row.get("dockerhub_tag", ""),
+                                          image_digest=row.get("image_digest", ""))
+            if any(row_image(stub, repository, template) in images for repository, template in namings):
+                dropped += 1
+                continue
+            out.write(line if line.endswith("\n") else line + "\n")
+    return dropped

@@ -3,7 +3,8 @@ loopback (Debian's docker-registry, plain HTTP) holds swebench_mini's task image
 Pro's naming, `<registry>/<namespace>/sweap-images:<dockerhub_tag>` (one row by digest), and the
 engine does not have them; the run overrides nothing but `image_repository`. Each image is pulled
 when its first rollout leases it (the broker's pull lines), the oracle resolves every row, and a
-second run pulls nothing. A registry behind basic auth (htpasswd): without `docker login` the
+second run pulls nothing; a row whose image the registry lacks stops the run before anything starts,
+or, with --skip-missing-images, is left out. A registry behind basic auth (htpasswd): without `docker login` the
 run stops before anything starts, naming the registry and `docker login`; after it, it runs.
 
 Each pushed image is the task image plus one layer unique to this test run, so that removing it
@@ -92,14 +93,22 @@ def rows_file(path: Path, digests: dict[str, str], by_digest: tuple[str, ...] = 
     return path
 
 
-def run_pro(cwd: Path, project: str, rows: Path, registry: LoopbackRegistry, env: dict | None = None,
+def with_missing_row(rows: Path, target: Path) -> Path:
+    """`rows` and one more whose image the registry does not have."""
+    first = json.loads(rows.read_text().splitlines()[0])
+    missing = {**first, "instance_id": "swebench_mini__not_pushed", "dockerhub_tag": "not_pushed", "image_digest": ""}
+    target.write_text(rows.read_text() + json.dumps(missing) + "\n")
+    return target
+
+
+def run_pro(cwd: Path, project: str, rows: Path, registry: LoopbackRegistry, *extra: str, env: dict | None = None,
             ) -> tuple[subprocess.CompletedProcess, Path]:
     results = cwd / "results"
     before = set(results.glob("*"))
     done = subprocess.run(
         [*CLI, "up", "--benchmark", "swebench_pro", "-p", project,
          "--head-port", str(free_port()), "--input", str(rows), "--results-dir", str(results),
-         f"++{REPOSITORY_KEY}={registry.address}/{NAMESPACE}"],
+         f"++{REPOSITORY_KEY}={registry.address}/{NAMESPACE}", *extra],
         cwd=cwd, capture_output=True, text=True, timeout=1500, env=env)
     made = set(results.glob("*")) - before
     assert labelled("container", project) == [], "containers left after the run"
@@ -121,9 +130,16 @@ def test_swebench_pro_pulls_each_image_from_a_plain_http_registry_once(task_imag
                  [f"{registry.address}/{NAMESPACE}@{digests[TASKS[-1]]}"]
         project = f"{PROJECT_PREFIX}-swereg-{os.getpid()}"
 
-        first, run_dir = run_pro(tmp_path, project, rows, registry)
+        refused, _ = run_pro(tmp_path, project, with_missing_row(rows, tmp_path / "missing.jsonl"), registry)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert (f"1 of the rows' images are not in their registry: {registry.address}/{NAMESPACE}:not_pushed"
+                in refused.stderr) and "--skip-missing-images" in refused.stderr and "Traceback" not in refused.stderr
+        assert not (tmp_path / "results").exists() and labelled("network", project) == []  # nothing started
+
+        first, run_dir = run_pro(tmp_path, project, tmp_path / "missing.jsonl", registry, "--skip-missing-images")
         assert first.returncode == 0, first.stderr[-4000:]
-        assert "checking 3 task image(s) not on the engine" in first.stderr and "3 found" in first.stderr
+        assert "checking 4 task image(s) not on the engine" in first.stderr and "3 found" in first.stderr
+        assert "left out 1 row(s) of missing.jsonl" in first.stderr
         scored = read_jsonl(run_dir / "rollouts.jsonl")
         assert sorted(row["dockerhub_tag"] for row in scored) == sorted(TASKS)
         assert all(row["reward"] == 1.0 and row["resolved"] for row in scored), \
