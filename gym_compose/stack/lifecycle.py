@@ -11,6 +11,7 @@ import fnmatch
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from gym_compose.config import LoadedConfig, load
 from gym_compose.config.request import ConfigRequest
@@ -99,12 +100,43 @@ def render_command(args: StackArgs, output: Path) -> Path:
     return rendered
 
 
-def build_command(args: StackArgs) -> dict[str, str]:
-    stack = plan_from_request(args)
+def build_command(args: StackArgs, pull: Optional["PullOptions"] = None) -> dict[str, str]:
+    """Build the stack's images; with `pull`, then pull the task images its SWE rows name."""
+    if pull is None:
+        stack = plan_from_request(args)
+    else:
+        from gym_compose.stack.engine_room import check_engine_room
+        from gym_compose.stack.swe_preflight import check_pulled_images
+
+        if pull.input_file is not None and not pull.input_file.is_file():
+            raise UserError(f"--input {pull.input_file} is not a file", hint="--input takes a JSONL file of rows")
+        loaded, stack = load_and_plan(args)
+        to_pull = check_pulled_images(loaded.data, loaded.search_roots, pull.input_file, skip_missing=True)
+        check_engine_room(stack, to_pull)
     images = build_stack_images(stack, progress=say)
     for service in stack.services:
         print(f"{service.name:40} {images[service.name]}")
+    if pull is not None:
+        from gym_compose.engine.images.build_context import image_exists
+        from gym_compose.engine.images.task_pulls import pull_task_images
+
+        report = pull_task_images(list(to_pull.sizes), to_pull.sizes, pull.parallel, say, image_exists)
+        problems = [f"{image}: {why}" for image, why in sorted(report.failed.items())]
+        problems += [f"{image}: not in its registry" for image in sorted(to_pull.skipped)]
+        if problems:
+            raise UserError(f"{len(problems)} task image(s) are not on the engine:\n"
+                            + "\n".join(f"  - {p}" for p in problems[:20]),
+                            hint="run `gym-compose build --pull` again to go on where it stopped; a run leaves the "
+                            "rows of images the registry lacks out with --skip-missing-images", exit_code=1)
     return images
+
+
+@dataclass(frozen=True)
+class PullOptions:
+    """`build --pull`: the rows whose task images to pull (None: the benchmark's datasets), how many at once."""
+
+    input_file: Optional[Path] = None
+    parallel: int = 4
 
 
 def refuse_if_running(project_name: str, target: str) -> None:

@@ -9,7 +9,7 @@ nothing starts before this passes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
@@ -116,8 +116,15 @@ class ImagesToPull:
     compressed bytes of those the broker will pull."""
 
     skipped: set[str]
-    pull_bytes: int = 0
-    count: int = 0
+    sizes: dict[str, int] = field(default_factory=dict)  # image the engine lacks -> its compressed bytes
+
+    @property
+    def pull_bytes(self) -> int:
+        return sum(self.sizes.values())
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes)
 
 
 def ask_registries(images: list[str]) -> dict[str, "ManifestAnswer"]:
@@ -166,8 +173,7 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
                 found, not_there, sizes = registry_problems(verifier, absent, manifests, skip_missing)
                 problems.extend(found)
                 result.skipped.update(not_there if skip_missing else ())
-                result.pull_bytes += sum(sizes)
-                result.count += len(sizes)
+                result.sizes.update(sizes)
     if problems:
         raise UserError("this SWE benchmark cannot run here:\n" + "\n".join(f"  - {p}" for p in problems),
                         hint=f"nothing was started. The offline miniature needs neither: {MINIATURE}")
@@ -175,7 +181,7 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
 
 
 def registry_problems(verifier: PulledImages, absent: list[str], manifests: Manifests,
-                      skip_missing: bool = False) -> tuple[list[str], list[str], list[int]]:
+                      skip_missing: bool = False) -> tuple[list[str], list[str], dict[str, int]]:
     """Ask the registry for each image the engine lacks: (problems, the images it does not have,
     the compressed sizes of those it has).
     A missing image is a problem unless `skip_missing`; a login the registry wants always is."""
@@ -190,8 +196,8 @@ def registry_problems(verifier: PulledImages, absent: list[str], manifests: Mani
     not_there = sorted(image for image, answer in answers.items() if answer.found is False)
     locked = sorted({image_registry(image) for image, answer in answers.items() if answer.needs_login})
     unknown = [answer for answer in answers.values() if answer.found is None and not answer.needs_login]
-    sizes = [answer.compressed_bytes or 0 for answer in answers.values() if answer.found]
-    say(f"  {len(sizes)} found ({sum(sizes) / 1e9:.2f} GB to pull), {len(not_there)} missing"
+    sizes = {image: answer.compressed_bytes or 0 for image, answer in answers.items() if answer.found}
+    say(f"  {len(sizes)} found ({sum(sizes.values()) / 1e9:.2f} GB to pull), {len(not_there)} missing"
         + (f", {len(unknown)} not told" if unknown else "") + f" ({time.monotonic() - began:.1f} s)")
     for answer in unknown[:3]:
         say(f"  warning: {answer.image}: {answer.problem}; its rollouts fail if the broker cannot pull it")

@@ -93,11 +93,11 @@ def stack_of(loaded):
 def test_too_little_disk_for_the_images_stops_the_run(capsys):
     stack = stack_of(loaded_pro())
     with pytest.raises(UserError) as raised:
-        check_engine_room(stack, ImagesToPull(set(), pull_bytes=5_000_000_000, count=2),
+        check_engine_room(stack, ImagesToPull(set(), {"a": 2_500_000_000, "b": 2_500_000_000}),
                           room=lambda: (64 * GIB, 8, 3_000_000_000))
     assert "the 2 task image(s) this run pulls are 5.0 GB compressed, more than the 3.0 GB free" in str(raised.value)
     assert "nothing was started" in raised.value.hint
-    check_engine_room(stack, ImagesToPull(set(), pull_bytes=2_000_000_000, count=2),
+    check_engine_room(stack, ImagesToPull(set(), {"a": 1_000_000_000, "b": 1_000_000_000}),
                       room=lambda: (64 * GIB, 8, 3_000_000_000))
     assert "warning: unpacked, the images may not fit (4.0 GB against 3.0 GB free)" in capsys.readouterr().err
 
@@ -217,3 +217,20 @@ def test_the_broker_gets_a_credentials_secret_when_it_pulls(tmp_path):
     assert mini.sandboxes.pulled_registries() == []
     model = compose_model(mini, images, options=RenderOptions(docker_socket=("/var/run/docker.sock", 999, False)))
     assert SANDBOX_REGISTRY_AUTH_SECRET not in model["services"]["sandbox-broker"]["secrets"]
+
+
+def test_build_pull_pulls_what_the_engine_lacks_a_few_at_a_time_and_lists_failures(tmp_path, monkeypatch):
+    from gym_compose.engine.images.task_pulls import pull_task_images
+    from tests.support.fake_docker_cli import install_fake_docker
+
+    calls = install_fake_docker(tmp_path, monkeypatch)(
+        '"pull --quiet reg.example/x:gone") echo "manifest for reg.example/x:gone not found" >&2; exit 1 ;;')
+    lines: list[str] = []
+    report = pull_task_images(["reg.example/x:a", "reg.example/x:b", "reg.example/x:gone", "reg.example/x:here"],
+                              {"reg.example/x:a": 1_000_000_000, "reg.example/x:b": 500_000_000}, 2, lines.append,
+                              present=lambda image: image.endswith(":here"))
+    assert sorted(report.pulled) == ["reg.example/x:a", "reg.example/x:b"] and report.present == ["reg.example/x:here"]
+    assert report.failed == {"reg.example/x:gone": "manifest for reg.example/x:gone not found"}
+    assert lines[0] == "pulling 3 task image(s) (1.50 GB compressed), 2 at a time; 1 already on the engine"
+    assert any("pulled reg.example/x:a in" in line and "of 1.50 GB" in line for line in lines)
+    assert "pull --quiet reg.example/x:here" not in calls()  # resumable: what is there is not pulled again
