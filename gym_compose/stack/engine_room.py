@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from gym_compose.plan.model import Stack
     from gym_compose.stack.swe_preflight import ImagesToPull
 
-UNPACKED_FACTOR = 2.0  # unpacked size / compressed size of a typical image (SWE-bench Pro's: 1.8-2.6)
+UNPACKED_FACTOR = 2.0  # unpacked / compressed size: a rough rule for images of source trees and toolchains
 GIB = 1 << 30
 Room = Optional[tuple[int, int, Optional[int]]]  # (memory bytes, cores, free bytes of the data root)
 
