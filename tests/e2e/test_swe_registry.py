@@ -190,3 +190,23 @@ def test_a_registry_with_basic_auth_needs_docker_login_and_then_runs(task_images
     finally:
         registry.stop()
         remove_pushed(registry)
+
+
+def test_build_pull_pulls_ahead_lists_what_is_missing_and_goes_on_where_it_stopped(task_images, tmp_path):
+    registry = start_registry(tmp_path / "registry")
+    try:
+        digests = push_unique(registry, {TASKS[1]: task_images[TASKS[1]]}, tmp_path / "image")
+        rows = rows_file(tmp_path / "rows.jsonl", digests)
+        image = f"{registry.address}/{NAMESPACE}:{TASKS[1]}"
+        build = ["build", "--benchmark", "swebench_pro", "--pull", f"++{REPOSITORY_KEY}={registry.address}/{NAMESPACE}"]
+        first = gym_compose(*build, "--input", str(with_missing_row(rows, tmp_path / "missing.jsonl")), cwd=tmp_path)
+        assert first.returncode == 1, first.stderr[-3000:]
+        assert f"pulled {image} in" in first.stderr and "(1 of 1," in first.stderr
+        assert f"{registry.address}/{NAMESPACE}:not_pushed: not in its registry" in first.stderr
+        assert docker("image", "inspect", image).returncode == 0
+        again = gym_compose(*build, "--input", str(rows), cwd=tmp_path)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "nothing to pull: every task image the rows name is on the engine" in again.stderr
+    finally:
+        registry.stop()
+        remove_pushed(registry)

@@ -35,7 +35,7 @@ def pull_task_images(images: list[str], sizes: dict[str, int], parallel: int, pr
         (report.present if present(image) else todo).append(image)
     total = sum(sizes.get(image, 0) for image in todo)
     if not todo:
-        progress(f"every task image the rows name is on the engine ({len(report.present)} checked)")
+        progress("nothing to pull: every task image the rows name is on the engine")
         return report
     progress(f"pulling {len(todo)} task image(s) ({total / 1e9:.2f} GB compressed), {max(1, parallel)} at a time; "
              f"{len(report.present)} already on the engine")
