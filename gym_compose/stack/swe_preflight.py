@@ -108,6 +108,27 @@ def probe_registry(host: str) -> Optional[str]:
 
 
 Manifests = Callable[[list[str]], dict[str, "ManifestAnswer"]]
+INSPECT_BATCH = 100  # images asked of the engine in one `docker image inspect`
+
+
+class _EngineImages:
+    """Which images the engine has, asked in batches the first time (one call per 100 rows, not one each)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, bool] = {}
+
+    def ask(self, images: list[str]) -> None:
+        from gym_compose.engine.images.image_build import inspect_images
+
+        todo = [image for image in dict.fromkeys(images) if image not in self.known]
+        for start in range(0, len(todo), INSPECT_BATCH):
+            answers = inspect_images(todo[start:start + INSPECT_BATCH])
+            self.known.update({image: answer is not None for image, answer in answers.items()})
+
+    def __call__(self, image: str) -> bool:
+        if image not in self.known:
+            self.ask([image])
+        return self.known[image]
 
 
 @dataclass
@@ -147,9 +168,7 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
     result = ImagesToPull(set())
     if not verifiers:
         return result
-    if image_present is None:
-        from gym_compose.engine.images.lean_images import image_exists
-        image_present = image_exists
+    present: Callable[[str], bool] = image_present or _EngineImages()
     problems: list[str] = []
     for verifier in verifiers:
         files = [input_file] if input_file is not None else [path for _, _, path in verifier.datasets if path]
@@ -160,7 +179,9 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
                    else "prepare them with the benchmark's prepare script")
             problems.append(f"no prepared rows: {raw} (dataset of {agent}) does not exist; {how}")
         images = row_images(files, verifier.repository, verifier.template) if files and not missing else set()
-        absent = sorted(image for image in images if not image_present(image))
+        if isinstance(present, _EngineImages):
+            present.ask(sorted(images))
+        absent = sorted(image for image in images if not present(image))
         if absent or missing or not files:
             host = registry_host(verifier.repository)
             why = probe(host)
