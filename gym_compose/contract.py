@@ -98,6 +98,7 @@ SANDBOX_OWNERS_ENV = "GYM_COMPOSE_SANDBOX_OWNERS"  # the broker on Kubernetes: J
 SANDBOX_BROKER_SECRET = "sandbox_broker_token"  # the broker's secret: the project secret
 SANDBOX_BROKER_ENV = "GYM_COMPOSE_SANDBOX_BROKER"  # a server that leases: the broker's URL
 SANDBOX_TOKEN_FILE_ENV = "GYM_COMPOSE_SANDBOX_TOKEN_FILE"  # a server that leases: its token's file
+SANDBOX_REGISTRY_AUTH_SECRET = "sandbox_registry_auth"  # the broker's: JSON registry -> {username, password}
 SANDBOX_LABEL = f"{LABEL_PREFIX}.sandbox"  # on every sandbox container
 SANDBOX_SERVER_LABEL = f"{LABEL_PREFIX}.sandbox.server"  # the server instance a sandbox serves
 # Kubernetes labels the manifests and the broker's sandbox pods share
@@ -173,3 +174,18 @@ def project_too_long(project: str) -> str | None:
 def was_shortened(service: str, instance: str) -> bool:
     """Whether `service` is not simply the instance name made DNS-safe (then `ps` shows the instance)."""
     return service != dns_safe(instance)
+
+
+# Which registry an image reference names (Docker's rule): the first path component when it looks
+# like a host (a dot, a port, `localhost`), else Docker Hub. The host writes the broker's registry
+# credentials by it and the broker picks them by it.
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+
+def image_registry(image: str) -> str:
+    """`127.0.0.1:5000/swe/sweap-images:tag` -> `127.0.0.1:5000`; `jefzda/sweap-images:t` -> `docker.io`."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return DOCKER_HUB if first in DOCKER_HUB_ALIASES else first
+    return DOCKER_HUB

@@ -70,11 +70,22 @@ def render(
 @app.command(context_settings=STACK_COMMAND)
 @with_config
 @with_stack
-def build(request, stack) -> None:
-    """Build the base image and one image per server implementation (cached by content hash)."""
-    from gym_compose.stack.lifecycle import StackArgs, build_command
+def build(
+    request,
+    stack,
+    pull: Annotated[bool, typer.Option("--pull", help="SWE benchmarks: then pull every task image the rows name that the engine lacks (resumable: run it again to go on).")] = False,
+    input_file: Annotated[Optional[Path], typer.Option("--input", metavar="FILE", help="With --pull: the rows whose images to pull (default: the benchmark's datasets).")] = None,
+    parallel: Annotated[int, typer.Option("--parallel", min=1, max=32, metavar="N", help="With --pull: images pulled at once.")] = 4,
+) -> None:
+    """Build the base image and one image per server implementation (cached by content hash).
 
-    build_command(StackArgs(request, *stack))
+    With --pull (for CI runners and machines that should not pull mid-run), it then pulls the task
+    images of a SWE benchmark's rows: each image's registry is checked first, missing ones are listed."""
+    from gym_compose.stack.lifecycle import PullOptions, StackArgs, build_command
+
+    if input_file is not None and not pull:
+        raise typer.BadParameter("--input goes with --pull", param_hint="--input")
+    build_command(StackArgs(request, *stack), PullOptions(input_file, parallel) if pull else None)
 
 
 @app.command(context_settings=STACK_COMMAND)

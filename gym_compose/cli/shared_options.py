@@ -109,6 +109,7 @@ COLLECTION_OPTIONS: dict[str, tuple[Any, Any]] = {
     "temperature": (_option(Optional[float], "--temperature", metavar="T", help="Overrides responses_create_params.temperature."), None),
     "top_p": (_option(Optional[float], "--top-p", metavar="P", help="Overrides responses_create_params.top_p."), None),
     "max_output_tokens": (_option(Optional[int], "--max-output-tokens", metavar="N", help="Overrides responses_create_params.max_output_tokens."), None),
+    "skip_missing_images": (_option(bool, "--skip-missing-images", help="SWE benchmarks: leave out the rows whose task image the registry does not have (else the run stops before it starts)."), False),
 }
 
 
@@ -188,7 +189,7 @@ def _stack_options(*, project: str, publish: bool, head_port: int, target: str, 
 
 
 def _collection_args(*, input_file, results_dir, run_name, resume, limit, num_repeats, num_samples_in_parallel,
-                     prompt_config, temperature, top_p, max_output_tokens):
+                     prompt_config, temperature, top_p, max_output_tokens, skip_missing_images):
     from gym_compose.runs.run_inputs import CollectionArgs
 
     passthrough: list[str] = []
@@ -198,7 +199,8 @@ def _collection_args(*, input_file, results_dir, run_name, resume, limit, num_re
         if value is not None:
             passthrough += [flag, str(value)]
     return CollectionArgs(results_dir=results_dir, input_file=input_file, run_name=run_name, resume=resume,
-                          collector_args=passthrough, num_repeats=num_repeats, prompt_config=prompt_config)
+                          collector_args=passthrough, num_repeats=num_repeats, prompt_config=prompt_config,
+                          skip_missing_images=skip_missing_images)
 
 
 with_config = _inject("request", CONFIG_OPTIONS, _config_request, needs_context=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import instances as config_instances
+from gym_compose.contract import image_registry
 from gym_compose.errors import UserError
 from gym_compose.plan.sandbox_names import BROKER_PORT, BROKER_SERVICE, declares_sandboxes  # noqa: F401 (re-exported)
 
@@ -58,6 +59,12 @@ class SandboxPlan:
 
     def server(self, instance: str) -> Optional[ServerSandboxes]:
         return next((s for s in self.servers if s.instance == instance), None)
+
+    def pulled_registries(self) -> list[str]:
+        """The registries the broker may pull from: those of the images and patterns of every server
+        whose sandboxes are pulled on demand (the broker gets the host's credentials for these only)."""
+        return sorted({image_registry(pattern) for server in self.servers if server.policy.pull
+                       for pattern in [*([server.image] if server.image else []), *server.policy.allowed_images]})
 
 
 def plan_sandboxes(data: dict[str, Any], services: list["Service"],

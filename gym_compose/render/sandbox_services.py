@@ -1,6 +1,7 @@
 """The compose side of a sandbox plan: the broker service, the sandbox networks, each declaring
 server's extra networks, environment and token, and the secret files (the project secret is kept
-across re-renders of a running stack, so a second `eval run --no-serve` does not change tokens)."""
+across re-renders of a running stack, so a second `eval run --no-serve` does not change tokens;
+the broker's registry credentials, when it pulls, are written by the engine layer afterwards)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from gym_compose.contract import (
 )
 from gym_compose.contract import SANDBOX_BROKER_ENV as BROKER_ENV
 from gym_compose.contract import SANDBOX_POLICY_ENV as POLICY_ENV
+from gym_compose.contract import SANDBOX_REGISTRY_AUTH_SECRET as REGISTRY_AUTH_SECRET
 from gym_compose.contract import SANDBOX_TOKEN_FILE_ENV as TOKEN_FILE_ENV
 from gym_compose.plan.runtime_choice import NEMO_GYM
 from gym_compose.plan.sandbox_plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK
@@ -101,7 +103,8 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
     model["services"][BROKER_SERVICE] = _broker_service(stack, images, server_spec, labels, socket,
                                                         publishes_on_every_interface)
     declared = model.setdefault("secrets", {})
-    for name in [BROKER_SECRET, *(server_secret_name(s.instance) for s in plan.servers)]:
+    for name in [BROKER_SECRET, *(server_secret_name(s.instance) for s in plan.servers),
+                 *([REGISTRY_AUTH_SECRET] if plan.pulled_registries() else [])]:
         declared[name] = {"file": f"./secrets/{name}"}
 
 
@@ -147,7 +150,8 @@ def _broker_service(stack: "Stack", images: dict[str, str], server_spec: dict[st
         "environment": {POLICY_ENV: json.dumps(settings.model_dump(mode="json"), separators=(",", ":")),
                         BIND_HOST_ENV: BIND_ALL},
         "volumes": [{"type": "bind", "source": path, "target": SOCKET_TARGET}],
-        "secrets": [BROKER_SECRET],
+        "secrets": [BROKER_SECRET, *([REGISTRY_AUTH_SECRET] if stack.sandboxes and stack.sandboxes.pulled_registries()
+                                     else [])],
         "networks": [CONTROL_NETWORK],
         "healthcheck": healthcheck,
     })
@@ -170,6 +174,9 @@ def write_secrets(stack: "Stack", out_dir: Path) -> None:
         _write(secret_file, project_secret)
     for server in plan.servers:
         _write(folder / server_secret_name(server.instance), server_token(project_secret, server.instance))
+    auth_file = folder / REGISTRY_AUTH_SECRET
+    if plan.pulled_registries() and not auth_file.is_file():
+        _write(auth_file, "{}")  # no credentials; the engine layer writes the host's (engine/registry_login.py)
 
 
 def _write(path: Path, value: str) -> None:

@@ -25,6 +25,7 @@ from gym_compose.plan.model import Stack
 from gym_compose.runs.manifest import EngineFacts, resume_command, run_record, write_manifest
 from gym_compose.runs.run_folders import claim_run_dir
 from gym_compose.runs.run_inputs import CollectionArgs, PlannedRun, check_input_files, plan_run, write_run_inputs
+from gym_compose.runs.skipped_rows import without_skipped_rows
 from gym_compose.runs.summary import print_summary
 from gym_compose.runs.supervision import (
     COLLECTOR_LOG,
@@ -34,6 +35,7 @@ from gym_compose.runs.supervision import (
     run_collector,
     stack_states,
 )
+from gym_compose.stack.engine_room import check_engine_room
 from gym_compose.stack.lifecycle import (
     StackArgs,
     build_and_render,
@@ -83,13 +85,16 @@ def run_collection(args: StackArgs, collection: CollectionArgs, serve: bool, kee
     the images before anything starts (`eval rerun`)."""
     check_input_files(collection)  # before the config's own checks read the rows
     loaded, stack = load_and_plan(args)
-    check_pulled_images(loaded.data, loaded.search_roots, collection.input_file)
-    planned = plan_run(loaded, stack, collection)
-    # Serving, this command owns the project from before its first check to its stack's removal;
-    # --no-serve collects against a stack another command owns (an attached `up` holds it).
-    with owning_project(stack.project) if serve else nullcontext():
-        return _collect(loaded, stack, planned, collection, args.target, serve, keep, pinned_images, rerun_of,
-                        check_images)
+    to_pull = check_pulled_images(loaded.data, loaded.search_roots, collection.input_file,
+                                  skip_missing=collection.skip_missing_images)
+    check_engine_room(stack, to_pull)
+    with without_skipped_rows(loaded, collection, to_pull.skipped) as collection:
+        planned = plan_run(loaded, stack, collection)
+        # Serving, this command owns the project from before its first check to its stack's removal;
+        # --no-serve collects against a stack another command owns (an attached `up` holds it).
+        with owning_project(stack.project) if serve else nullcontext():
+            return _collect(loaded, stack, planned, collection, args.target, serve, keep, pinned_images, rerun_of,
+                            check_images)
 
 
 def _collect(loaded: LoadedConfig, stack: Stack, planned: PlannedRun, collection: CollectionArgs,

@@ -38,6 +38,7 @@ class CollectionArgs:
     num_repeats: int | None = None
     prompt_config: Path | None = None
     collector_args_from: str = "the command line"  # where collector_args came from, for an error
+    skip_missing_images: bool = False  # SWE rows whose image the registry lacks are left out
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import fnmatch
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from gym_compose.config import LoadedConfig, load
 from gym_compose.config.request import ConfigRequest
@@ -82,7 +83,13 @@ def build_and_render(stack: Stack, target: TargetOptions, out_dir: Path, collect
     if not row.runs:
         raise row.not_run()
     images = target_images(stack, target, pinned)
-    return images, row.opened(stack.project, row.render(stack, images, out_dir, collector))
+    rendered = row.render(stack, images, out_dir, collector)
+    registries = stack.sandboxes.pulled_registries() if stack.sandboxes is not None else []
+    if registries and (out_dir / "secrets").is_dir():
+        from gym_compose.engine.registry_login import write_registry_auth
+
+        write_registry_auth(out_dir / "secrets", registries)  # the host's `docker login`, for the broker's pulls
+    return images, row.opened(stack.project, rendered)
 
 
 def render_command(args: StackArgs, output: Path) -> Path:
@@ -93,12 +100,43 @@ def render_command(args: StackArgs, output: Path) -> Path:
     return rendered
 
 
-def build_command(args: StackArgs) -> dict[str, str]:
-    stack = plan_from_request(args)
+def build_command(args: StackArgs, pull: Optional["PullOptions"] = None) -> dict[str, str]:
+    """Build the stack's images; with `pull`, then pull the task images its SWE rows name."""
+    if pull is None:
+        stack = plan_from_request(args)
+    else:
+        from gym_compose.stack.engine_room import check_engine_room
+        from gym_compose.stack.swe_preflight import check_pulled_images
+
+        if pull.input_file is not None and not pull.input_file.is_file():
+            raise UserError(f"--input {pull.input_file} is not a file", hint="--input takes a JSONL file of rows")
+        loaded, stack = load_and_plan(args)
+        to_pull = check_pulled_images(loaded.data, loaded.search_roots, pull.input_file, skip_missing=True)
+        check_engine_room(stack, to_pull)
     images = build_stack_images(stack, progress=say)
     for service in stack.services:
         print(f"{service.name:40} {images[service.name]}")
+    if pull is not None:
+        from gym_compose.engine.images.build_context import image_exists
+        from gym_compose.engine.images.task_pulls import pull_task_images
+
+        report = pull_task_images(list(to_pull.sizes), to_pull.sizes, pull.parallel, say, image_exists)
+        problems = [f"{image}: {why}" for image, why in sorted(report.failed.items())]
+        problems += [f"{image}: not in its registry" for image in sorted(to_pull.skipped)]
+        if problems:
+            raise UserError(f"{len(problems)} task image(s) are not on the engine:\n"
+                            + "\n".join(f"  - {p}" for p in problems[:20]),
+                            hint="run `gym-compose build --pull` again to go on where it stopped; a run leaves the "
+                            "rows of images the registry lacks out with --skip-missing-images", exit_code=1)
     return images
+
+
+@dataclass(frozen=True)
+class PullOptions:
+    """`build --pull`: the rows whose task images to pull (None: the benchmark's datasets), how many at once."""
+
+    input_file: Optional[Path] = None
+    parallel: int = 4
 
 
 def refuse_if_running(project_name: str, target: str) -> None:
@@ -136,10 +174,11 @@ def stack_service_names(stack: Stack) -> list[str]:
 
 
 def up_command(args: StackArgs, detach: bool) -> None:
+    from gym_compose.stack.engine_room import check_engine_room
     from gym_compose.stack.swe_preflight import check_pulled_images
 
     loaded, stack = load_and_plan(args)
-    check_pulled_images(loaded.data, loaded.search_roots)
+    check_engine_room(stack, check_pulled_images(loaded.data, loaded.search_roots))
     with owning_project(stack.project):  # -d: until the stack is up; attached: until it is removed
         refuse_if_running(stack.project, args.target.name)
         _, project = build_and_render(stack, args.target, project_dir(stack.project))

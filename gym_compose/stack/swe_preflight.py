@@ -9,13 +9,18 @@ nothing starts before this passes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from gym_compose.config import instances, resolve_path
+from gym_compose.contract import DOCKER_HUB as HUB
+from gym_compose.contract import image_registry
 from gym_compose.errors import UserError
 from gym_compose.plan.sandbox_defaults import sandbox_defaults
+
+if TYPE_CHECKING:
+    from gym_compose.engine.registry_manifests import ManifestAnswer
 
 VERIFIER = "swebench_pro"
 PROBE_TIMEOUT_S = 5.0
@@ -77,33 +82,93 @@ def row_images(files: Iterable[Path], repository: str, template: Optional[str]) 
 
 
 def registry_host(repository: str) -> str:
-    first = repository.split("/", 1)[0]
-    if "/" in repository and ("." in first or ":" in first or first == "localhost"):
-        return DOCKER_HUB if first in ("docker.io", "index.docker.io") else first
-    return DOCKER_HUB
+    """The host that serves a repository's registry API (Docker Hub's is registry-1.docker.io)."""
+    registry = image_registry(f"{repository}/x")
+    return DOCKER_HUB if registry == HUB else registry
 
 
 def probe_registry(host: str) -> Optional[str]:
-    """None when the registry answers (any HTTP status), else why not."""
+    """None when the registry answers (any HTTP status), else why not. Over HTTPS, and over plain
+    HTTP too where the engine would pull that way (a loopback or `insecure-registries` host)."""
     import httpx
 
     try:
         httpx.get(f"https://{host}/v2/", timeout=PROBE_TIMEOUT_S, follow_redirects=False)
     except httpx.HTTPError as error:
-        return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        why = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        from gym_compose.engine.engine_info import insecure_registry
+
+        if not insecure_registry(host):
+            return why
+        try:
+            httpx.get(f"http://{host}/v2/", timeout=PROBE_TIMEOUT_S, follow_redirects=False)
+        except httpx.HTTPError:
+            return f"{why}; nor over plain HTTP"
     return None
+
+
+Manifests = Callable[[list[str]], dict[str, "ManifestAnswer"]]
+INSPECT_BATCH = 100  # images asked of the engine in one `docker image inspect`
+
+
+class _EngineImages:
+    """Which images the engine has, asked in batches the first time (one call per 100 rows, not one each)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, bool] = {}
+
+    def ask(self, images: list[str]) -> None:
+        from gym_compose.engine.images.image_build import inspect_images
+
+        todo = [image for image in dict.fromkeys(images) if image not in self.known]
+        for start in range(0, len(todo), INSPECT_BATCH):
+            answers = inspect_images(todo[start:start + INSPECT_BATCH])
+            self.known.update({image: answer is not None for image, answer in answers.items()})
+
+    def __call__(self, image: str) -> bool:
+        if image not in self.known:
+            self.ask([image])
+        return self.known[image]
+
+
+@dataclass
+class ImagesToPull:
+    """What the preflight found: the images the run leaves out (--skip-missing-images) and the
+    compressed bytes of those the broker will pull."""
+
+    skipped: set[str]
+    sizes: dict[str, int] = field(default_factory=dict)  # image the engine lacks -> its compressed bytes
+
+    @property
+    def pull_bytes(self) -> int:
+        return sum(self.sizes.values())
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes)
+
+
+def ask_registries(images: list[str]) -> dict[str, "ManifestAnswer"]:
+    """Each image's manifest, asked of its registry with the host's `docker login` (concurrently)."""
+    from gym_compose.engine.engine_info import insecure_registry
+    from gym_compose.engine.registry_login import registry_credentials
+    from gym_compose.engine.registry_manifests import ManifestClient
+
+    return ManifestClient(registry_credentials, insecure_registry).ask_all(images)
 
 
 def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Optional[Path] = None,
                         image_present: Optional[Callable[[str], bool]] = None,
-                        probe: Callable[[str], Optional[str]] = probe_registry) -> None:
-    """Raise one UserError naming what is missing (prepared rows, a registry), or return."""
+                        probe: Callable[[str], Optional[str]] = probe_registry,
+                        manifests: Manifests = ask_registries, skip_missing: bool = False) -> ImagesToPull:
+    """Raise one UserError naming what is missing (prepared rows, a registry, images in it, a
+    login), or return the images the registry does not have that `skip_missing` lets the run leave
+    out (their rows go: rows_without_images)."""
     verifiers = pulled_image_verifiers(data, roots)
+    result = ImagesToPull(set())
     if not verifiers:
-        return
-    if image_present is None:
-        from gym_compose.engine.images.lean_images import image_exists
-        image_present = image_exists
+        return result
+    present: Callable[[str], bool] = image_present or _EngineImages()
     problems: list[str] = []
     for verifier in verifiers:
         files = [input_file] if input_file is not None else [path for _, _, path in verifier.datasets if path]
@@ -114,7 +179,9 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
                    else "prepare them with the benchmark's prepare script")
             problems.append(f"no prepared rows: {raw} (dataset of {agent}) does not exist; {how}")
         images = row_images(files, verifier.repository, verifier.template) if files and not missing else set()
-        absent = sorted(image for image in images if not image_present(image))
+        if isinstance(present, _EngineImages):
+            present.ask(sorted(images))
+        absent = sorted(image for image in images if not present(image))
         if absent or missing or not files:
             host = registry_host(verifier.repository)
             why = probe(host)
@@ -123,6 +190,73 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
                 problems.append(f"no container registry: {host} cannot be reached ({why}); {count} not on this "
                                 f"Docker engine, and {verifier.instance} pulls each ({verifier.repository}:<tag>) when "
                                 "its first rollout starts")
+            elif absent:
+                found, not_there, sizes = registry_problems(verifier, absent, manifests, skip_missing)
+                problems.extend(found)
+                result.skipped.update(not_there if skip_missing else ())
+                result.sizes.update(sizes)
     if problems:
         raise UserError("this SWE benchmark cannot run here:\n" + "\n".join(f"  - {p}" for p in problems),
                         hint=f"nothing was started. The offline miniature needs neither: {MINIATURE}")
+    return result
+
+
+def registry_problems(verifier: PulledImages, absent: list[str], manifests: Manifests,
+                      skip_missing: bool = False) -> tuple[list[str], list[str], dict[str, int]]:
+    """Ask the registry for each image the engine lacks: (problems, the images it does not have,
+    the compressed sizes of those it has).
+    A missing image is a problem unless `skip_missing`; a login the registry wants always is."""
+    import time
+
+    from gym_compose.console import say
+
+    registries = sorted({image_registry(image) for image in absent})
+    say(f"checking {len(absent)} task image(s) not on the engine in {', '.join(registries)} ...")
+    began = time.monotonic()
+    answers = manifests(absent)
+    not_there = sorted(image for image, answer in answers.items() if answer.found is False)
+    locked = sorted({image_registry(image) for image, answer in answers.items() if answer.needs_login})
+    unknown = [answer for answer in answers.values() if answer.found is None and not answer.needs_login]
+    sizes = {image: answer.compressed_bytes or 0 for image, answer in answers.items() if answer.found}
+    say(f"  {len(sizes)} found ({sum(sizes.values()) / 1e9:.2f} GB to pull), {len(not_there)} missing"
+        + (f", {len(unknown)} not told" if unknown else "") + f" ({time.monotonic() - began:.1f} s)")
+    for answer in unknown[:3]:
+        say(f"  warning: {answer.image}: {answer.problem}; its rollouts fail if the broker cannot pull it")
+    problems = []
+    shown = ", ".join(not_there[:10]) + (f" and {len(not_there) - 10} more" if len(not_there) > 10 else "")
+    if not_there and skip_missing:
+        say(f"  leaving out the rows of {len(not_there)} image(s) their registry does not have "
+            f"(--skip-missing-images): {shown}")
+    elif not_there:
+        problems.append(f"{len(not_there)} of the rows' images are not in their registry: {shown}; fix the rows' "
+                        f"dockerhub_tag or image_digest, or {verifier.instance}'s image_repository, or leave "
+                        "those rows out with --skip-missing-images")
+    for registry in locked:
+        why = next(answer.problem for image, answer in answers.items()
+                   if answer.needs_login and image_registry(image) == registry)
+        problems.append(f"registry {registry} needs a login: {why}; run `docker login {registry}` on this host "
+                        "(gym-compose hands its credentials to the sandbox broker)")
+    return problems, not_there, sizes
+
+
+def rows_without_images(source: Path, target: Path, data: dict[str, Any], roots: list[Path],
+                        images: set[str]) -> int:
+    """Copy `source`'s rows to `target` but those whose image (under any pulling verifier's naming)
+    is in `images`; returns how many were left out."""
+    from gym_compose.server.swe.swe_row import SWERow, row_image
+
+    namings = [(v.repository, v.template) for v in pulled_image_verifiers(data, roots)]
+    dropped = 0
+    with open(source, encoding="utf-8") as rows, open(target, "w", encoding="utf-8") as out:
+        for line in rows:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            stub = SWERow.model_construct(instance_id=row.get("instance_id", ""),
+                                          dockerhub_tag=row.get("dockerhub_tag", ""),
+                                          image_digest=row.get("image_digest", ""))
+            if any(row_image(stub, repository, template) in images for repository, template in namings):
+                dropped += 1
+                continue
+            out.write(line if line.endswith("\n") else line + "\n")
+    return dropped

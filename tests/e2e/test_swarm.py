@@ -10,15 +10,14 @@ the end only if this module made it one. The sandboxed stack runs without a regi
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import time
 import urllib.request
 
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import REPO, free_port, gym_compose
+from tests.support.registry import start_registry
 
 pytestmark = pytest.mark.docker
 
@@ -43,25 +42,6 @@ def of_stack(kind: str) -> list[str]:
     return sorted(names)
 
 
-def start_registry(folder) -> subprocess.Popen:
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        pytest.skip("no docker-registry (Debian's package; scripts/setup installs it)")
-    config = folder / "registry.yml"
-    config.write_text(json.dumps({"version": 0.1, "storage": {"filesystem": {"rootdirectory": str(folder / "blobs")}},
-                                  "http": {"addr": REGISTRY}}))
-    registry = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            with urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=2) as answer:
-                if answer.status == 200:
-                    return registry
-        except OSError:
-            time.sleep(0.1)
-    registry.kill()
-    raise AssertionError(f"docker-registry did not answer on {REGISTRY}")
-
-
 @pytest.fixture(scope="module")
 def swarm_node():
     """This engine as a single-node swarm manager, for the module (left only if made here)."""
@@ -80,7 +60,7 @@ def swarm_node():
 @pytest.fixture(scope="module")
 def swarm_stack(swarm_node, tmp_path_factory):
     cwd = tmp_path_factory.mktemp("swarm")
-    registry = start_registry(cwd)
+    registry = start_registry(cwd / "registry", REGISTRY)
     try:
         up = gym_compose("up", "-d", *STACK_ARGS, "--head-port", str(free_port()), cwd=cwd)
         assert up.returncode == 0, up.stderr
@@ -89,7 +69,7 @@ def swarm_stack(swarm_node, tmp_path_factory):
         docker("stack", "rm", PROJECT)
         for service in of_stack("service"):
             docker("service", "rm", service)
-        registry.kill()
+        registry.stop()
         for image in docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{REGISTRY}/gym/*").stdout.split():
             docker("rmi", image)
 

@@ -11,6 +11,7 @@ import pytest
 
 from gym_compose.config import load
 from gym_compose.config.request import ConfigRequest
+from gym_compose.engine.registry_manifests import ManifestAnswer
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
 from gym_compose.plan.model import StackOptions
@@ -92,7 +93,7 @@ def test_the_check_passes_with_rows_and_local_images_or_a_registry(tmp_path):
                         probe=lambda host: pytest.fail("no registry needed when every image is local"))
     assert sorted(asked) == ["docker.io/jefzda/sweap-images:tag0", "docker.io/jefzda/sweap-images:tag1"]
     check_pulled_images(loaded.data, loaded.search_roots, image_present=lambda image: image.endswith("tag0"),
-                        probe=lambda host: None)
+                        probe=lambda host: None, manifests=lambda images: {i: ManifestAnswer(i, True, 1) for i in images})
     with pytest.raises(UserError, match="1 of the rows' images are not on this Docker engine") as raised:
         check_pulled_images(loaded.data, loaded.search_roots, image_present=lambda image: image.endswith("tag0"),
                             probe=lambda host: "refused")

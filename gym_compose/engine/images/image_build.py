@@ -149,7 +149,8 @@ def _answers_to(ref: str, image: dict) -> bool:
         return image.get("Id") == ref
     if "@" in ref or ":" not in ref.rsplit("/", 1)[-1]:
         return True  # by digest, or an implied :latest: nothing simple to compare
-    return ref in (image.get("RepoTags") or []) or f"docker.io/{ref}" in (image.get("RepoTags") or [])
+    tags = image.get("RepoTags") or []
+    return ref in tags or f"docker.io/{ref}" in tags or ref.removeprefix("docker.io/") in tags
 
 
 @contextmanager

@@ -1,7 +1,8 @@
 """`python -m gym_compose.sandbox.broker`: serve the project's sandbox broker.
 
 Environment: GYM_COMPOSE_SANDBOX_POLICY (the plan's BrokerSettings as JSON), the project secret in
-GYM_COMPOSE_SECRETS_DIR (default /run/secrets)/sandbox_broker_token, the Docker socket at
+GYM_COMPOSE_SECRETS_DIR (default /run/secrets)/sandbox_broker_token, the registry credentials it
+pulls with in .../sandbox_registry_auth (optional; registry_auth.py), the Docker socket at
 GYM_COMPOSE_DOCKER_SOCKET (default /var/run/docker.sock), GYM_COMPOSE_BIND_HOST and
 GYM_COMPOSE_SANDBOX_BROKER_PORT (default 0.0.0.0:8000). GYM_COMPOSE_SANDBOX_BACKEND=kubernetes
 manages sandbox pods through the Kubernetes API instead (kubernetes_backend.py; no Docker socket).
@@ -27,6 +28,7 @@ from gym_compose.contract import (
     SANDBOX_BROKER_PORT_ENV,
     SANDBOX_BROKER_SECRET,
     SANDBOX_POLICY_ENV,
+    SANDBOX_REGISTRY_AUTH_SECRET,
     SECRETS_DIR,
     SECRETS_DIR_ENV,
 )
@@ -51,7 +53,8 @@ def main() -> None:
         settings = BrokerSettings.model_validate_json(os.environ.get(SANDBOX_POLICY_ENV) or "")
     except ValidationError as error:
         sys.exit(f"sandbox broker: {SANDBOX_POLICY_ENV} is not a valid policy: {error}")
-    secret_file = Path(os.environ.get(SECRETS_DIR_ENV, SECRETS_DIR)) / SANDBOX_BROKER_SECRET
+    secrets_dir = Path(os.environ.get(SECRETS_DIR_ENV, SECRETS_DIR))
+    secret_file = secrets_dir / SANDBOX_BROKER_SECRET
     try:
         secret = secret_file.read_text().strip()
     except OSError as error:
@@ -68,7 +71,9 @@ def main() -> None:
         except BackendError as error:
             sys.exit(f"sandbox broker: {error}")
     else:
-        docker = DockerBackend()
+        from gym_compose.sandbox.broker.registry_auth import load_registry_auth
+
+        docker = DockerBackend(registry_auth=load_registry_auth(secrets_dir / SANDBOX_REGISTRY_AUTH_SECRET))
         if not os.access(docker.socket_path, os.R_OK | os.W_OK):
             sys.exit(f"sandbox broker: no access to the Docker socket {docker.socket_path} "
                      f"(uid {os.getuid()}, groups {os.getgroups()}); the compose file's group_add must name its group")

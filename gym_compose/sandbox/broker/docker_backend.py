@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any, Callable, Optional, TypeVar
 
 from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound
+from gym_compose.sandbox.broker.registry_auth import auth_for, pull_failure
 
 T = TypeVar("T")
 SOCKET_ENV = "GYM_COMPOSE_DOCKER_SOCKET"
@@ -23,8 +24,11 @@ PULL_PROGRESS_S = 15.0
 class DockerBackend:
     """The `SandboxBackend` of the compose and swarm targets (backend.py)."""
 
-    def __init__(self, socket_path: Optional[str] = None, workers: int = 8):
+    def __init__(self, socket_path: Optional[str] = None, workers: int = 8,
+                 registry_auth: Optional[dict[str, dict[str, str]]] = None):
         import docker  # only the broker image has the SDK
+
+        self.registry_auth = registry_auth or {}
 
         self.socket_path = socket_path or os.environ.get(SOCKET_ENV, DEFAULT_SOCKET)
         self._docker = docker
@@ -53,20 +57,26 @@ class DockerBackend:
     async def pull(self, image: str, progress: Callable[[str], None]) -> None:
         """Pull `image` from its registry, calling `progress` with a line now and then."""
 
+        credentials = auth_for(self.registry_auth, image)
+
         def run() -> None:
             layers: dict[str, tuple[int, int]] = {}
             last = time.monotonic()
-            for event in self.api.pull(image, stream=True, decode=True):
-                if event.get("error"):
-                    raise self._docker.errors.APIError(event["error"])
-                detail = event.get("progressDetail") or {}
-                if event.get("id") and detail.get("total"):
-                    layers[event["id"]] = (int(detail.get("current") or 0), int(detail["total"]))
-                if time.monotonic() - last >= PULL_PROGRESS_S:
-                    last = time.monotonic()
-                    done = sum(current for current, _ in layers.values())
-                    total = sum(size for _, size in layers.values())
-                    progress(f"pulling {image}: {done / 1e9:.2f} of {total / 1e9:.2f} GB")
+            try:
+                events = self.api.pull(image, stream=True, decode=True, auth_config=credentials)
+                for event in events:
+                    if event.get("error"):
+                        raise BackendError(pull_failure(image, str(event["error"]), credentials is not None))
+                    detail = event.get("progressDetail") or {}
+                    if event.get("id") and detail.get("total"):
+                        layers[event["id"]] = (int(detail.get("current") or 0), int(detail["total"]))
+                    if time.monotonic() - last >= PULL_PROGRESS_S:
+                        last = time.monotonic()
+                        done = sum(current for current, _ in layers.values())
+                        total = sum(size for _, size in layers.values())
+                        progress(f"pulling {image}: {done / 1e9:.2f} of {total / 1e9:.2f} GB")
+            except self._docker.errors.APIError as error:
+                raise BackendError(pull_failure(image, _explain(error), credentials is not None)) from None
 
         await self.call(run)
 

@@ -1,0 +1,68 @@
+"""Before a run whose sandboxes pull their images starts: does the engine have the room?
+
+Disk: the images the broker will pull (their compressed size, from the registry: the preflight's
+`ImagesToPull`) against the free space of the engine's data root; an image takes about twice its
+compressed size once unpacked. Memory: each sandbox's memory limit times the sandboxes that run at
+once (the broker's own rule, sandbox/broker/sandboxes.default_limits) against the engine's memory.
+A run that cannot fit its images stops here, before anything starts; limits that only may not be
+reached are warnings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Optional
+
+from gym_compose.console import say
+from gym_compose.errors import UserError
+
+if TYPE_CHECKING:
+    from gym_compose.plan.model import Stack
+    from gym_compose.stack.swe_preflight import ImagesToPull
+
+UNPACKED_FACTOR = 2.0  # unpacked / compressed size: a rough rule for images of source trees and toolchains
+GIB = 1 << 30
+Room = Optional[tuple[int, int, Optional[int]]]  # (memory bytes, cores, free bytes of the data root)
+
+
+def check_engine_room(stack: "Stack", to_pull: "ImagesToPull", room: Optional[Callable[[], Room]] = None) -> None:
+    """Say what the run needs of the engine; raise UserError when its images cannot fit."""
+    plan = stack.sandboxes
+    pulling = [server for server in plan.servers if server.policy.pull] if plan is not None else []
+    if plan is None or not pulling:
+        return
+    if room is None:
+        from gym_compose.engine.engine_info import engine_room
+        room = engine_room
+    found = room()
+    if found is None:
+        return
+    memory, cores, free = found
+    if to_pull.count and free is not None:
+        need = to_pull.pull_bytes
+        say(f"disk: {to_pull.count} image(s) to pull, {need / 1e9:.2f} GB compressed (about "
+            f"{need * UNPACKED_FACTOR / 1e9:.1f} GB unpacked); the engine's data root has {free / 1e9:.1f} GB free")
+        if need > free:
+            raise UserError(f"the {to_pull.count} task image(s) this run pulls are {need / 1e9:.1f} GB compressed, "
+                            f"more than the {free / 1e9:.1f} GB free in the engine's data root",
+                            hint="nothing was started. Free space (docker image prune removes unused images), run "
+                            "fewer rows (--limit N), or move the engine's data-root to a larger disk")
+        if need * UNPACKED_FACTOR > free:
+            say(f"warning: unpacked, the images may not fit ({need * UNPACKED_FACTOR / 1e9:.1f} GB against "
+                f"{free / 1e9:.1f} GB free); a pull that fills the disk fails its rollouts")
+    from gym_compose.sandbox.broker.sandboxes import default_limits
+    from gym_compose.sandbox.policy import BrokerSettings
+
+    settings = BrokerSettings(project=stack.project, servers={s.instance: s.policy for s in plan.servers},
+                              max_live=plan.options.max_live, max_starting=plan.options.max_starting)
+    at_once = default_limits(settings, cores, memory).max_live
+    largest = max(pulling, key=lambda server: server.policy.memory_bytes).policy
+    say(f"memory: up to {at_once} sandbox(es) at once, {largest.memory_bytes / GIB:.1f} GiB each at most; "
+        f"the engine has {memory / GIB:.1f} GiB")
+    if largest.memory_bytes > memory:
+        say(f"warning: one sandbox may use {largest.memory_bytes / GIB:.1f} GiB, more than the engine's "
+            f"{memory / GIB:.1f} GiB; a task that needs it all is OOM-killed (sandbox_config.resources.memory_mib "
+            "sets the limit)")
+    elif at_once * largest.memory_bytes > memory:
+        say(f"warning: {at_once} sandboxes of {largest.memory_bytes / GIB:.1f} GiB may need "
+            f"{at_once * largest.memory_bytes / GIB:.1f} GiB, more than the engine's {memory / GIB:.1f} GiB "
+            "(the gym_compose sandbox setting max_live runs fewer at once: docs/sandboxes.md)")
