@@ -100,6 +100,7 @@ SANDBOX_BROKER_ENV = "GYM_COMPOSE_SANDBOX_BROKER"  # a server that leases: the b
 SANDBOX_TOKEN_FILE_ENV = "GYM_COMPOSE_SANDBOX_TOKEN_FILE"  # a server that leases: its token's file
 SANDBOX_LABEL = f"{LABEL_PREFIX}.sandbox"  # on every sandbox container
 SANDBOX_SERVER_LABEL = f"{LABEL_PREFIX}.sandbox.server"  # the server instance a sandbox serves
+SNAPSHOT_LABEL = f"{LABEL_PREFIX}.snapshot"  # on every sandbox snapshot image (its snapshot id); `down` removes them
 # Kubernetes labels the manifests and the broker's sandbox pods share
 KUBERNETES_PART_OF = "app.kubernetes.io/part-of"
 KUBERNETES_ROLE_LABEL = "gym-compose.io/role"
