@@ -169,3 +169,57 @@ async def test_the_client_forks_restores_and_pauses(broker):
             await fork.stop()
         await sandbox.stop()
     assert broker.live() == []
+
+
+@run_async
+async def test_fork_from_seed_sets_up_each_task_once_per_group(broker):
+    import asyncio
+
+    from gym_compose.sandbox import SandboxSpec
+    from gym_compose.sandbox.seed_forks import SeedForks
+
+    forks = SeedForks(4)
+    set_up: list[str] = []
+
+    async def setup(sandbox: AsyncSandbox) -> None:
+        set_up.append(sandbox.sandbox_id)
+        await sandbox.exec("echo ready > seeded.txt")
+
+    leased = await asyncio.gather(*(forks.lease(task, SandboxSpec(metadata={"session": f"{task}-{i}"}), setup)
+                                    for task in ("a", "b") for i in range(4)))
+    try:
+        assert len(set_up) == 2 and forks.set_ups == 2 and forks.forked == 6
+        assert len({sandbox.sandbox_id for sandbox in leased}) == 8
+        assert broker.pool.snapshots.by_id == {}  # each group's snapshot is deleted once its forks started
+        sessions = [broker.pool.get(None, sandbox.sandbox_id).metadata["session"] for sandbox in leased]
+        assert sessions == [f"{task}-{i}" for task in ("a", "b") for i in range(4)]
+        again = await forks.lease("a", SandboxSpec(), setup)  # a fifth session of task a: a new group
+        leased.append(again)
+        assert forks.set_ups == 3
+    finally:
+        for sandbox in leased:
+            await sandbox.stop()
+
+
+@run_async
+async def test_a_failed_set_up_fails_the_waiting_sessions_and_the_next_one_retries(broker):
+    import asyncio
+
+    from gym_compose.sandbox import SandboxSpec
+    from gym_compose.sandbox.seed_forks import SeedForks
+
+    forks = SeedForks(3)
+    attempts = []
+
+    async def setup(sandbox: AsyncSandbox) -> None:
+        attempts.append(sandbox.sandbox_id)
+        if len(attempts) == 1:
+            raise RuntimeError("clone failed")
+
+    first = await asyncio.gather(*(forks.lease("t", SandboxSpec(), setup) for _ in range(3)), return_exceptions=True)
+    assert [str(result) for result in first] == ["clone failed"] * 3
+    retried = await forks.lease("t", SandboxSpec(), setup)
+    try:
+        assert len(attempts) == 2 and broker.live() == [retried.sandbox_id]
+    finally:
+        await retried.stop()
