@@ -3,6 +3,7 @@ docker provider works (`docker run` to create, one `docker exec` CLI process per
 run, on the same sandbox image and machine.
 
     .venv/bin/python -m bench.bench_sandboxes [--execs 200] [--leases 20] [--parallel 16]
+    .venv/bin/python -m bench.bench_sandboxes --forks [--group 16]   # fork from seed vs fresh (sandbox_forks.py)
 
 gym-compose (measured inside the python_sandbox server container, through gym_compose.sandbox and
 the broker, i.e. what a server pays):
@@ -129,7 +130,11 @@ def main() -> None:
     parser.add_argument("--head-port", type=int, default=11790)
     parser.add_argument("--shell", default="sh", help="the baseline's exec shell (python_sandbox uses /bin/sh)")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    parser.add_argument("--forks", action="store_true", help="only fork from seed vs a fresh lease each, for a group")
+    parser.add_argument("--group", type=int, default=16, help="with --forks: rollouts in the group")
     args = parser.parse_args()
+    if args.forks:
+        return forks_table(args)
     gym_compose("build", "--resources-server", "python_sandbox")  # images are not part of the figures
     mine, image = ours(args)
     theirs = baseline(image, args)
@@ -164,6 +169,28 @@ def main() -> None:
           f"cold start p50 < {TARGETS['cold_start_p50_s']:.0f} s: {broker['start_s_p50'] < TARGETS['cold_start_p50_s']}")
     if args.json:
         args.json.write_text(json.dumps({"gym_compose": mine, "nemo_gym_way": theirs}, indent=1))
+
+
+def forks_table(args) -> None:
+    from bench.sandbox_forks import SETUP, fork_figures
+    from gym_compose.engine.images.lean_images import ensure_base_image
+    from gym_compose.engine.images.sandbox_images import ensure_default_sandbox_image
+
+    image = ensure_default_sandbox_image(ensure_base_image(progress=lambda line: None), lambda line: None)
+    figures = fork_figures(image, args.group, f"{PROJECT}-forks")
+    burst, alone = quantiles(figures["fork_lease_s"], 1000), quantiles(figures["fork_alone_lease_s"], 1000)
+    fresh_lease, fresh_setup = quantiles(figures["fresh_lease_s"], 1000), quantiles(figures["fresh_setup_s"])
+    print(f"sandbox image {image}; a group of {args.group}; set-up: {SETUP}")
+    print(f"  fresh lease each + its own set-up: group ready in {figures['fresh_wall_s']:.1f} s "
+          f"(lease p50 {fresh_lease[0]:.0f} ms, p95 {fresh_lease[1]:.0f} ms; set-up p50 {fresh_setup[0]:.1f} s, "
+          f"p95 {fresh_setup[1]:.1f} s, {args.group} at once)")
+    print(f"  fork from seed: group ready in {figures['fork_wall_s']:.1f} s (the seed's set-up "
+          f"{figures['seed_setup_s']:.1f} s, its snapshot {figures['snapshot_s'] * 1000:.0f} ms, "
+          f"{args.group - 1} forks at once: lease p50 {burst[0]:.0f} ms, p95 {burst[1]:.0f} ms)")
+    print(f"  one fork alone, p50 {alone[0]:.0f} ms, p95 {alone[1]:.0f} ms "
+          f"({len(figures['fork_alone_lease_s'])} forks; target < 300 ms: {alone[0] < 300})")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":

@@ -101,6 +101,7 @@ SANDBOX_TOKEN_FILE_ENV = "GYM_COMPOSE_SANDBOX_TOKEN_FILE"  # a server that lease
 SANDBOX_REGISTRY_AUTH_SECRET = "sandbox_registry_auth"  # the broker's: JSON registry -> {username, password}
 SANDBOX_LABEL = f"{LABEL_PREFIX}.sandbox"  # on every sandbox container
 SANDBOX_SERVER_LABEL = f"{LABEL_PREFIX}.sandbox.server"  # the server instance a sandbox serves
+SNAPSHOT_LABEL = f"{LABEL_PREFIX}.snapshot"  # on every sandbox snapshot image (its snapshot id); `down` removes them
 # Kubernetes labels the manifests and the broker's sandbox pods share
 KUBERNETES_PART_OF = "app.kubernetes.io/part-of"
 KUBERNETES_ROLE_LABEL = "gym-compose.io/role"

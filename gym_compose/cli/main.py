@@ -35,7 +35,8 @@ Arguments that are not options are Hydra overrides: key=value, +key=value, ++key
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 eval_app = typer.Typer(help="Collect rollouts (NeMo Gym's `gym eval`).", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
-sandbox_app = typer.Typer(help="Debug a live sandbox of a running stack (`gym-compose ps` lists them).",
+sandbox_app = typer.Typer(help="Debug, snapshot, fork, restore, pause or resume a live sandbox of a running stack "
+                               "(`gym-compose ps` lists them).",
                           no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 
@@ -176,6 +177,78 @@ def sandbox_shell(
     from gym_compose.stack.sandbox_commands import sandbox_shell as run
 
     raise typer.Exit(run(project, None if sandbox in (None, "-") else sandbox))
+
+
+@sandbox_app.command("snapshot")
+def sandbox_snapshot(
+    sandbox: SandboxArg,
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+) -> None:
+    """Commit a leased sandbox's filesystem to a snapshot (not its processes or memory, not /tmp);
+    `down` removes it."""
+    from gym_compose.stack.sandbox_commands import sandbox_snapshot as run
+
+    raise typer.Exit(run(project, None if sandbox == "-" else sandbox))
+
+
+@sandbox_app.command("fork")
+def sandbox_fork(
+    sandbox: Annotated[Optional[str], typer.Argument(
+        help="As for exec; left out with --snapshot: fork that snapshot.")] = None,
+    count: Annotated[int, typer.Option("-n", "--count", min=1, max=64, help="How many sandboxes to start.")] = 1,
+    snapshot: Annotated[Optional[str], typer.Option(
+        "--snapshot", help="Fork this snapshot (`gym-compose sandbox snapshots`) instead of a new one.")] = None,
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+) -> None:
+    """Start N sandboxes from a new snapshot of SANDBOX (or from --snapshot); each changes its own copy."""
+    from gym_compose.stack.sandbox_commands import sandbox_fork as run
+
+    if sandbox is None and snapshot is None:
+        raise UserError("name a sandbox to fork ('-' for the only one), or a snapshot with --snapshot",
+                        hint="e.g. gym-compose sandbox fork SANDBOX -n 4")
+    raise typer.Exit(run(project, sandbox, count, snapshot))
+
+
+@sandbox_app.command("restore")
+def sandbox_restore(
+    sandbox: SandboxArg,
+    snapshot: Annotated[str, typer.Argument(help="The snapshot id (snap-...).")],
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+) -> None:
+    """Put a sandbox's files back to a snapshot of its server's; its processes end, its lease stays."""
+    from gym_compose.stack.sandbox_commands import sandbox_restore as run
+
+    raise typer.Exit(run(project, None if sandbox == "-" else sandbox, snapshot))
+
+
+@sandbox_app.command("pause")
+def sandbox_pause(
+    sandbox: SandboxArg,
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+) -> None:
+    """Freeze a sandbox's processes (docker pause): memory kept, no CPU, commands refused until resume."""
+    from gym_compose.stack.sandbox_commands import sandbox_pause as run
+
+    raise typer.Exit(run(project, None if sandbox == "-" else sandbox))
+
+
+@sandbox_app.command("resume")
+def sandbox_resume(
+    sandbox: SandboxArg,
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+) -> None:
+    """Thaw a paused sandbox (docker unpause)."""
+    from gym_compose.stack.sandbox_commands import sandbox_pause as run
+
+    raise typer.Exit(run(project, None if sandbox == "-" else sandbox, resume=True))
+
+
+@sandbox_app.command("snapshots")
+def sandbox_snapshots(project: PROJECT_OPTION = DEFAULT_PROJECT) -> None:
+    """List the project's sandbox snapshots."""
+    from gym_compose.stack.sandbox_commands import print_snapshots
+
+    raise typer.Exit(print_snapshots(project))
 
 
 @app.command("list")

@@ -38,9 +38,10 @@ from gym_compose.sandbox.provider_config import DEFAULT_METADATA_KEY
 PROVIDER_NAME = "gym_compose"
 POLICY_KEYS = ("cpus", "pids", "workdir", "read_only", "network", "ttl_s", "timeout_s", "ready_timeout_s",
                "warm_pool", "max_output_bytes", "env", "user", "cap_add", "shell", "metadata", "allowed_images", "pull")
-OWN_KEYS = frozenset({*POLICY_KEYS, "image", "build", "memory", "workdir_size", "task_images"})
+# fork_from_seed is the server's to act on (gym_compose/sandbox/seed_forks.py); the plan checks it
+OWN_KEYS = frozenset({*POLICY_KEYS, "image", "build", "memory", "workdir_size", "task_images", "fork_from_seed"})
 NEMO_KEYS = frozenset({"resources", "provider_options"})
-BROKER_KEYS = frozenset({"max_live", "max_starting", "idle_timeout_s"})
+BROKER_KEYS = frozenset({"max_live", "max_starting", "idle_timeout_s", "max_snapshots"})
 REFUSED_PROVIDER_OPTIONS = ("volumes", "run_args", "mounts", "privileged", "devices", "network", "network_mode")
 
 
@@ -68,6 +69,7 @@ class BrokerOptions:
     max_live: Optional[int] = None
     max_starting: Optional[int] = None
     idle_timeout_s: float = 3600.0
+    max_snapshots: int = 64
     notices: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -112,6 +114,7 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
     if fields.get("user") is not None:
         fields["user"] = str(fields["user"])
     _warn_unknown(where, block, notices)
+    _check_fork_from_seed(where, block.get("fork_from_seed"))
     try:
         policy = SandboxPolicy(server=instance.name, image="", **fields)
     except ValidationError as error:
@@ -177,12 +180,24 @@ def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> Bro
             raise UserError(f"{where}: unknown gym_compose sandbox setting(s) {', '.join(unknown)}",
                             hint=f"known: {', '.join(sorted(BROKER_KEYS))}")
         options.update(settings)
-    for key in ("max_live", "max_starting"):
+    for key in ("max_live", "max_starting", "max_snapshots"):
         value = options.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise UserError(f"sandbox setting {key} must be a whole number of 1 or more, got {value!r}")
     return BrokerOptions(max_live=options.get("max_live"), max_starting=options.get("max_starting"),
-                         idle_timeout_s=float(options.get("idle_timeout_s", 3600.0)), notices=tuple(notices))
+                         idle_timeout_s=float(options.get("idle_timeout_s", 3600.0)),
+                         max_snapshots=options.get("max_snapshots") or 64, notices=tuple(notices))
+
+
+def _check_fork_from_seed(where: str, value: Any) -> None:
+    from gym_compose.sandbox.policy import MAX_FORKS
+
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_FORKS + 1:
+        raise UserError(f"{where}.fork_from_seed must be a whole number from 0 to {MAX_FORKS + 1} (the rollouts "
+                        f"per task that share one set-up), got {value!r}",
+                        hint="set it to the collection's num_repeats; 0 or 1 sets up every rollout's own sandbox")
 
 
 def _task_images(where: str, block: Any, roots: Sequence[Path]) -> Optional[TaskImageFolder]:

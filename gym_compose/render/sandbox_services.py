@@ -68,6 +68,7 @@ def broker_settings(stack: "Stack", images: dict[str, str], publishes_on_every_i
                   "netns_image": images.get(BROKER_SERVICE, images.get("base"))}
     return BrokerSettings(project=stack.project, servers=servers, max_live=plan.options.max_live,
                           max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s,
+                          max_snapshots=plan.options.max_snapshots,
                           **closed)
 
 

@@ -29,6 +29,7 @@ from gym_compose.sandbox.types import (
     SandboxHandle,
     SandboxPtyError,
     SandboxResources,
+    SandboxSnapshot,
     SandboxSpec,
     SandboxStatus,
 )
@@ -37,6 +38,7 @@ from gym_compose.sandbox.utils import cpu_cap_env, rewrite_image
 __all__ = [
     "AsyncSandbox", "BrokerProvider", "ExecResult", "Sandbox", "SandboxCreateError", "SandboxCreateVerificationError",
     "SandboxDeadError", "SandboxError", "SandboxExecResult", "SandboxHandle", "SandboxPty", "SandboxPtyError",
-    "SandboxResources", "SandboxSpec", "SandboxStatus", "cpu_cap_env", "create_provider", "get_provider_class",
-    "list_providers", "register_provider", "resolve_provider_config", "resolve_provider_metadata", "rewrite_image",
+    "SandboxResources", "SandboxSnapshot", "SandboxSpec", "SandboxStatus", "cpu_cap_env", "create_provider",
+    "get_provider_class", "list_providers", "register_provider", "resolve_provider_config", "resolve_provider_metadata",
+    "rewrite_image",
 ]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from gym_compose.sandbox.client import BrokerProvider, create_provider
-from gym_compose.sandbox.types import SandboxExecResult, SandboxHandle, SandboxSpec, SandboxStatus
+from gym_compose.sandbox.types import SandboxExecResult, SandboxHandle, SandboxSnapshot, SandboxSpec, SandboxStatus
 
 T = TypeVar("T")
 _DECLARED = object()  # exec's default timeout: the one the server declared (180 s unless it says otherwise)
@@ -132,9 +132,67 @@ class AsyncSandbox:
                                   "reaches it over their shared sandbox network")
 
     async def pause(self) -> None:
-        raise NotImplementedError("gym-compose sandboxes cannot be paused")
+        """Freeze the sandbox's processes (NeMo Gym 0.7's pause): they keep their memory and files
+        and use no CPU until resume(); commands and files are refused meanwhile. Docker only."""
+        await self._provider_with("pause").pause(self._require_handle())
 
-    resume = pause
+    async def resume(self) -> None:
+        await self._provider_with("resume").resume(self._require_handle())
+
+    # -- gym-compose's extensions of NeMo Gym's API ----------------------------------------------
+
+    async def snapshot(self) -> SandboxSnapshot:
+        """The sandbox's filesystem now, kept by the broker until deleted or `down` (not its
+        processes or memory, not /tmp): fork sandboxes from it, or restore() one to it."""
+        return await self._provider_with("snapshot").snapshot(self._require_handle())
+
+    async def fork(self, n: int, *, snapshot: Optional[SandboxSnapshot | str] = None,
+                   env: Optional[dict[str, str]] = None, metadata: Optional[dict[str, str]] = None,
+                   ready_timeout_s: Optional[float] = None) -> list["AsyncSandbox"]:
+        """n new sandboxes, each with this one's files now (a snapshot taken for the purpose) or
+        those of `snapshot`; each changes its own copy. Stop each when done."""
+        provider = self._provider_with("fork")
+        _, handles = await provider.fork(self._require_handle(), n, snapshot=_snapshot_id(snapshot), env=env,
+                                         metadata=metadata, ready_timeout_s=ready_timeout_s)
+        return [self._adopt(handle) for handle in handles]
+
+    @classmethod
+    async def from_snapshot(cls, snapshot: SandboxSnapshot | str, n: int = 1, *, provider: Any = None,
+                            env: Optional[dict[str, str]] = None, metadata: Optional[dict[str, str]] = None,
+                            ready_timeout_s: Optional[float] = None) -> list["AsyncSandbox"]:
+        """n sandboxes forked from a snapshot of one of this server's sandboxes (the sandbox
+        itself may be gone)."""
+        provider = BrokerProvider() if provider is None else create_provider(provider) \
+            if isinstance(provider, Mapping) else provider
+        _, handles = await provider.fork(None, n, snapshot=_snapshot_id(snapshot), env=env, metadata=metadata,
+                                         ready_timeout_s=ready_timeout_s)
+        sandboxes = []
+        for handle in handles:
+            sandbox = cls(provider, SandboxSpec(workdir=(handle.raw or {}).get("workdir")), owns_provider=False)
+            sandbox._handle, sandbox._stopped = handle, False
+            sandboxes.append(sandbox)
+        return sandboxes
+
+    async def restore(self, snapshot: SandboxSnapshot | str) -> None:
+        """Put the sandbox's files back as they were in `snapshot` (one of this server's). The
+        sandbox keeps its id and lease; its running processes end."""
+        await self._provider_with("restore").restore(self._require_handle(), _snapshot_id(snapshot))
+
+    async def delete_snapshot(self, snapshot: SandboxSnapshot | str) -> None:
+        """Remove a snapshot now rather than at `down` (sandboxes forked from it run on)."""
+        await self._provider_with("delete_snapshot").delete_snapshot(_snapshot_id(snapshot))
+
+    def _provider_with(self, method: str) -> Any:
+        if not hasattr(self._provider, method):
+            name = getattr(self._provider, "name", type(self._provider).__name__)
+            raise NotImplementedError(f"sandbox provider {name!r} does not support {method}()")
+        return self._provider
+
+    def _adopt(self, handle: SandboxHandle) -> "AsyncSandbox":
+        spec = SandboxSpec(workdir=(handle.raw or {}).get("workdir") or (self._spec.workdir if self._spec else None))
+        sandbox = type(self)(self._provider, spec, owns_provider=False)
+        sandbox._handle, sandbox._stopped = handle, False
+        return sandbox
 
     async def stop(self) -> None:
         """Release the sandbox: it is destroyed (idempotent)."""
@@ -179,6 +237,10 @@ class AsyncSandbox:
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.stop()
+
+
+def _snapshot_id(snapshot: Optional[SandboxSnapshot | str]) -> Optional[str]:
+    return snapshot.snapshot_id if isinstance(snapshot, SandboxSnapshot) else snapshot
 
 
 class _LoopThread:

@@ -26,6 +26,7 @@ from gym_compose.sandbox.types import (
     SandboxExecResult,
     SandboxHandle,
     SandboxResources,
+    SandboxSnapshot,
     SandboxSpec,
     SandboxStatus,
 )
@@ -219,6 +220,62 @@ class BrokerProvider:
             raise SandboxError(
                 f"release of {handle.sandbox_id} failed (HTTP {response.status}): {self._error(response)}")
 
+    # -- gym-compose's extensions: snapshot, fork, restore; NeMo Gym's pause and resume ----------
+
+    async def _call(self, path: str, what: str, body: Optional[dict[str, Any]] = None, timeout: float = 600.0,
+                    expect: int = 200, method: str = "POST") -> dict[str, Any]:
+        try:
+            response = await self._request(method, path, json=body if body is not None else {}, timeout=timeout)
+        except (OSError, TimeoutError) as error:
+            raise SandboxError(f"sandbox broker unreachable ({what}): {error or type(error).__name__}") from None
+        if response.status != expect:
+            self._raise(response, what)
+        return response.json()
+
+    async def snapshot(self, handle: SandboxHandle) -> SandboxSnapshot:
+        taken = await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/snapshot",
+                                 f"snapshot of {handle.sandbox_id}", expect=201)
+        return _snapshot(taken)
+
+    async def fork(self, handle: Optional[SandboxHandle], n: int, *, snapshot: Optional[str] = None,
+                   env: Optional[dict[str, str]] = None, metadata: Optional[dict[str, str]] = None,
+                   ready_timeout_s: Optional[float] = None) -> tuple[SandboxSnapshot, list[SandboxHandle]]:
+        """n sandboxes from a new snapshot of `handle`'s sandbox, or from `snapshot` (then `handle`
+        may be None); all or none."""
+        body: dict[str, Any] = {"n": n, "env": dict(env or {}), "metadata": dict(metadata or {})}
+        if ready_timeout_s is not None:
+            body["ready_timeout_s"] = ready_timeout_s
+        if handle is not None:
+            if snapshot:
+                body["snapshot"] = snapshot
+            path, what = f"/v1/sandboxes/{quote(handle.sandbox_id)}/fork", f"fork of {handle.sandbox_id}"
+        elif snapshot:
+            path, what = f"/v1/snapshots/{quote(snapshot)}/fork", f"fork of {snapshot}"
+        else:
+            raise ValueError("fork() needs a sandbox or a snapshot")
+        wait = float(ready_timeout_s or 300.0) + LEASE_MARGIN_S
+        try:
+            answer = await self._call(path, what, body, timeout=wait, expect=201)
+        except SandboxError as error:
+            raise SandboxCreateError(str(error)) from None
+        handles = [SandboxHandle(sandbox_id=lease["sandbox_id"], provider_name=self.name, raw=lease)
+                   for lease in answer["forks"]]
+        return SandboxSnapshot(snapshot_id=answer["snapshot_id"]), handles
+
+    async def restore(self, handle: SandboxHandle, snapshot: str) -> float:
+        restored = await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/restore",
+                                    f"restore of {handle.sandbox_id}", {"snapshot": snapshot})
+        return float(restored.get("took_s") or 0.0)
+
+    async def delete_snapshot(self, snapshot: str) -> None:
+        await self._call(f"/v1/snapshots/{quote(snapshot)}", f"deleting snapshot {snapshot}", method="DELETE")
+
+    async def pause(self, handle: SandboxHandle) -> None:
+        await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/pause", f"pause of {handle.sandbox_id}")
+
+    async def resume(self, handle: SandboxHandle) -> None:
+        await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/resume", f"resume of {handle.sandbox_id}")
+
     async def aclose(self) -> None:
         if self._http is not None:
             await self._http.aclose()
@@ -239,6 +296,11 @@ class BrokerProvider:
         if await self.status(handle) != SandboxStatus.RUNNING:
             raise SandboxCreateError(f"cannot connect to sandbox {sandbox_id}: it is not running")
         return handle
+
+
+def _snapshot(answer: Mapping[str, Any]) -> SandboxSnapshot:
+    return SandboxSnapshot(snapshot_id=str(answer["snapshot_id"]), image=str(answer.get("image") or ""),
+                           source=str(answer.get("source") or ""), took_s=float(answer.get("took_s") or 0.0))
 
 
 def _failed(reason: str, prefix: str = "") -> SandboxExecResult:

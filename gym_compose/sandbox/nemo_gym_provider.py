@@ -100,6 +100,33 @@ class GymComposeSandboxProvider:
     async def aclose(self) -> None:
         await self._broker.aclose()
 
+    # NeMo Gym's SupportsSandboxPauseResume: docker pause / unpause (processes and memory survive)
+
+    async def pause(self, handle: SandboxHandle) -> None:
+        await self._broker.pause(handle)
+
+    async def resume(self, handle: SandboxHandle) -> None:
+        await self._broker.resume(handle)
+
+    # gym-compose's snapshots, for servers that reach for them (`provider.snapshot(handle)`, ...)
+
+    async def snapshot(self, handle: SandboxHandle) -> own.SandboxSnapshot:
+        return await self._broker.snapshot(handle)
+
+    async def restore(self, handle: SandboxHandle, snapshot: str) -> float:
+        return await self._broker.restore(handle, snapshot)
+
+    async def fork(self, handle: Optional[SandboxHandle], n: int, **options: Any) -> tuple[own.SandboxSnapshot,
+                                                                                             list[SandboxHandle]]:
+        try:
+            snapshot, handles = await self._broker.fork(handle, n, **options)
+        except own.SandboxCreateError as error:
+            raise SandboxCreateError(str(error)) from None
+        return snapshot, [SandboxHandle(sandbox_id=h.sandbox_id, provider_name=self.name, raw=h.raw) for h in handles]
+
+    async def delete_snapshot(self, snapshot: str) -> None:
+        await self._broker.delete_snapshot(snapshot)
+
     async def serialize_handle(self, handle: SandboxHandle, *, scope: Optional[str] = None) -> dict[str, Any]:
         return await self._broker.serialize_handle(handle, scope=scope)
 

@@ -100,6 +100,7 @@ class BrokerSettings(BaseModel):
     max_live: Optional[int] = None  # None: derived from the engine's cores and memory
     max_starting: Optional[int] = None  # None: derived from the engine's cores
     idle_timeout_s: float = 3600.0
+    max_snapshots: int = 64  # sandbox snapshots at once (images on the engine's disk)
     # Swarm publishes ports on every interface of the node, which an egress sandbox reaches: before
     # such a sandbox is leased, a helper container of `netns_image` (the broker's own, with nft)
     # refuses these ports from inside it (launch.closed_ports_helper; docs/sandboxes.md).
@@ -125,13 +126,44 @@ class LeaseRequest(BaseModel):
     cpu: Optional[float] = None
     memory_mib: Optional[int] = None
     provider_options: dict[str, Any] = Field(default_factory=dict)
+    snapshot: Optional[str] = None  # start from this snapshot of the caller's (not with `image`)
 
     @field_validator("env", "metadata", mode="before")
     @classmethod
     def _strings(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {str(k): str(v) for k, v in value.items()}
-        return value
+        return _as_strings(value)
+
+
+def _as_strings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    return value
+
+
+MAX_FORKS = 64  # sandboxes one fork call may ask for
+
+
+class ForkRequest(BaseModel):
+    """POST /v1/sandboxes/{id}/fork and /v1/snapshots/{id}/fork: `n` sandboxes from one snapshot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int = Field(1, ge=1, le=MAX_FORKS)
+    snapshot: Optional[str] = None  # the sandbox route: fork this snapshot of it instead of taking a new one
+    env: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    ready_timeout_s: Optional[float] = None
+
+    @field_validator("env", "metadata", mode="before")
+    @classmethod
+    def _strings(cls, value: Any) -> Any:
+        return _as_strings(value)
+
+
+class RestoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    snapshot: str
 
 
 class ExecRequest(BaseModel):

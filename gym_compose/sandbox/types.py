@@ -94,6 +94,17 @@ class SandboxExecResult:
 ExecResult = SandboxExecResult
 
 
+@dataclass(frozen=True)
+class SandboxSnapshot:
+    """A sandbox's filesystem as the broker keeps it (gym-compose): fork sandboxes from it, or
+    restore one to it. Not in it: processes, memory, `/tmp` (see docs/sandboxes.md)."""
+
+    snapshot_id: str
+    image: str = ""
+    source: str = ""  # the sandbox it was taken of
+    took_s: float = 0.0
+
+
 class SandboxError(RuntimeError):
     """A sandbox operation that could not be done (not a command that failed)."""
 

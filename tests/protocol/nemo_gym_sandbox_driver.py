@@ -58,6 +58,11 @@ async def main() -> dict:
     borrowed = await AsyncSandbox.connect(descriptor, provider=create_provider({"gym_compose": {}}))
     seen["connected"] = (await borrowed.exec("cat seed/in.txt")).stdout
     await borrowed.disconnect()
+    await sandbox.pause()  # NeMo Gym's SupportsSandboxPauseResume
+    frozen = await sandbox.exec("true")
+    await sandbox.resume()
+    seen["paused"] = [frozen.return_code, frozen.error_type, "is paused" in frozen.stderr,
+                      (await sandbox.exec("echo thawed")).stdout]
     await sandbox.stop()
     seen["stopped"] = (await sandbox.status()) == SandboxStatus.STOPPED
     seen["refused"] = {

@@ -37,6 +37,7 @@ def test_nemo_gyms_sandbox_api_runs_on_the_broker(broker, nemo_gym_checkout, tmp
     assert seen["user"][:2] == [125, "user"] and "cannot run as 'nobody'" in seen["user"][2]
     assert seen["round_trip"] and seen["status"] and seen["stopped"]
     assert seen["connected"] == "seeded"
+    assert seen["paused"] == [125, "sandbox", True, "thawed\n"]
     refused = seen["refused"]
     assert "no GPUs" in refused["gpu"] and "publish no ports" in refused["ports"]
     assert "entrypoint is not supported" in refused["entrypoint"] and "not in the plan" in refused["image"]

@@ -5,6 +5,8 @@ broker's pool, channel, HTTP API and the client run unchanged on top of it."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import struct
 import sys
 import uuid
@@ -18,7 +20,7 @@ FRAME = struct.Struct(">BxxxI")
 class FakeBackend:
     def __init__(self, cores: int = 2, memory: int = 8 << 30, images: Optional[set[str]] = None):
         self.cores, self.memory = cores, memory
-        self.images = images  # None: every image exists
+        self.known_images = images  # None: every image exists
         self.boxes: dict[str, dict[str, Any]] = {}
         self.created: list[dict[str, Any]] = []
         self.removed: list[str] = []
@@ -26,6 +28,8 @@ class FakeBackend:
         self.pullable: set[str] = set()  # images a registry would give
         self.helpers: list[dict[str, Any]] = []  # one-shot containers run to their end
         self.helper_result: tuple[int, str] = (0, "")
+        self.committed: dict[str, dict[str, str]] = {}  # image -> labels (snapshots)
+        self.paused: set[str] = set()
 
     async def pull(self, image: str, progress) -> None:
         self.pulls.append(image)
@@ -33,13 +37,13 @@ class FakeBackend:
         if image not in self.pullable:
             raise BackendError(f"pull access denied for {image}")
         progress(f"pulling {image}: done")
-        self.images.add(image)
+        self.known_images.add(image)
 
     async def info(self) -> dict[str, Any]:
         return {"NCPU": self.cores, "MemTotal": self.memory}
 
     async def image_exists(self, image: str) -> bool:
-        return self.images is None or image in self.images
+        return self.known_images is None or image in self.known_images
 
     async def network_exists(self, name: str) -> bool:
         return True
@@ -110,6 +114,38 @@ class FakeBackend:
             return True
 
         return [{"Id": cid} for cid, c in self.boxes.items() if matches(c)]
+
+    async def commit(self, container_id: str, repository: str, tag: str, labels: dict[str, str]) -> str:
+        self._get(container_id)
+        image = f"{repository}:{tag}"
+        self.committed[image] = dict(labels)
+        if self.known_images is not None:
+            self.known_images.add(image)
+        return f"sha256:{uuid.uuid4().hex}"
+
+    async def remove_image(self, image: str) -> None:
+        self.committed.pop(image, None)
+        if self.known_images is not None:
+            self.known_images.discard(image)
+
+    async def images(self, labels: list[str]) -> list[str]:
+        wanted = [label.partition("=") for label in labels]
+        return [image for image, have in self.committed.items()
+                if all(key in have and (not value or have[key] == value) for key, _, value in wanted)]
+
+    async def pause(self, container_id: str) -> None:
+        process = self._get(container_id)["process"]
+        os.killpg(process.pid, signal.SIGSTOP)
+        self.paused.add(container_id)
+
+    async def unpause(self, container_id: str) -> None:
+        process = self._get(container_id)["process"]
+        os.killpg(process.pid, signal.SIGCONT)
+        self.paused.discard(container_id)
+
+    async def stats(self, container_id: str) -> dict[str, Any]:
+        self._get(container_id)
+        return {}
 
     async def kill(self, name: str, oom: bool = False) -> None:
         """Make a sandbox die as if the kernel killed it (OOM) or it exited."""

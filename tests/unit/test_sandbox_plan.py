@@ -137,9 +137,15 @@ def test_nemo_gym_sandbox_config_and_provider_block(roots):
 
 def test_gym_compose_provider_block_sets_broker_limits(roots):
     data = config(sandbox_provider="sandbox")
-    data["sandbox"] = {"gym_compose": {"max_live": 8, "max_starting": 3}}
+    data["sandbox"] = {"gym_compose": {"max_live": 8, "max_starting": 3, "max_snapshots": 5}}
     stack = plan_stack(data, roots, StackOptions(project="p"))
     assert (stack.sandboxes.options.max_live, stack.sandboxes.options.max_starting) == (8, 3)
+    assert stack.sandboxes.options.max_snapshots == 5
+    assert stack.sandboxes.notices == []
+
+
+def test_fork_from_seed_is_a_known_key_checked_by_the_plan(roots):
+    stack = plan_stack(config({"fork_from_seed": 16}), roots, StackOptions(project="p"))
     assert stack.sandboxes.notices == []
 
 
@@ -152,6 +158,8 @@ def test_gym_compose_provider_block_sets_broker_limits(roots):
     ({"build": "../elsewhere"}, "not a folder inside"),
     ({"pids": 2}, "pids must be at least 16"),
     ({"warm_pool": "many"}, "warm_pool"),
+    ({"fork_from_seed": -1}, "fork_from_seed must be a whole number from 0 to 65"),
+    ({"fork_from_seed": "all"}, "fork_from_seed must be a whole number"),
 ])
 def test_refused_declarations_name_the_key(roots, block, message):
     with pytest.raises(UserError, match=message) as error:

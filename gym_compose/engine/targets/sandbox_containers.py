@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Optional
 from urllib.parse import urlsplit
 
-from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR
+from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SNAPSHOT_LABEL
 from gym_compose.engine.docker_cli import run_docker, run_docker_attached
 from gym_compose.plan.sandbox_names import BROKER_PORT
 
@@ -89,7 +89,23 @@ def remove_sandboxes(project: str) -> int:
     ids = _labelled(project, SANDBOX_LABEL)
     if ids:
         run_docker(["rm", "--force", "--volumes", *ids], timeout=120, retries=2, check=False)
+    remove_snapshots(project)
     return len(ids)
+
+
+def snapshot_images(project: str) -> list[str]:
+    """The ids of the project's sandbox snapshot images (the broker's `docker commit`s)."""
+    result = run_docker(["image", "ls", "-q", "--no-trunc", "--filter", f"label={PROJECT_LABEL}={project}",
+                         "--filter", f"label={SNAPSHOT_LABEL}"], timeout=30, retries=2, check=False)
+    return sorted(set(result.stdout.split())) if result.ok else []
+
+
+def remove_snapshots(project: str) -> int:
+    """Remove the snapshots the broker left (it removes its own as it stops; a killed one cannot)."""
+    images = snapshot_images(project)
+    if images:
+        run_docker(["image", "rm", "--force", *images], timeout=120, retries=2, check=False)
+    return len(images)
 
 
 def _labelled(project: str, label: str, running_only: bool = False) -> list[str]:
@@ -100,20 +116,47 @@ def _labelled(project: str, label: str, running_only: bool = False) -> list[str]
 
 def broker_leases(project: str, broker_service: str) -> dict[str, dict]:
     """sandbox id -> the broker's view (state, session) from the running broker; {} when it is not up."""
-    from gym_compose.sandbox.tokens import BROKER_SECRET
-
-    script = ("import json,os,urllib.request as u;"
-              f"t=open('{SECRETS_DIR}/{BROKER_SECRET}').read().strip();"
-              f"r=u.Request('http://127.0.0.1:{BROKER_PORT}/v1/sandboxes',headers={{'Authorization':'Bearer '+t}});"
-              "print(u.urlopen(r,timeout=10).read().decode())")
-    result = run_docker(["compose", "-p", project, "exec", "-T", broker_service, "python", "-c", script],
-                        timeout=30, check=False)
-    if not result.ok:
+    answer = broker_call(project, broker_service, "GET", "/v1/sandboxes")
+    if answer is None:
         return {}
     try:
-        return {entry["sandbox_id"]: entry for entry in json.loads(result.stdout)["sandboxes"]}
-    except (ValueError, KeyError, TypeError):
+        return {entry["sandbox_id"]: entry for entry in answer[1]["sandboxes"]}
+    except (KeyError, TypeError):
         return {}
+
+
+BROKER_CALL = """import json,sys,urllib.error as e,urllib.request as u
+t=open(%r).read().strip()
+m,p,b=sys.argv[1],sys.argv[2],sys.argv[3]
+r=u.Request('http://127.0.0.1:%d'+p,method=m,data=b.encode() if b else None,
+ headers={'Authorization':'Bearer '+t,'Content-Type':'application/json'})
+try:
+ s=u.urlopen(r,timeout=%d)
+except e.HTTPError as x:
+ s=x
+print(json.dumps({'status':s.status if hasattr(s,'status') else s.code,'body':s.read().decode()}))
+"""
+BROKER_CALL_TIMEOUT_S = 900
+
+
+def broker_call(project: str, broker_service: str, method: str, path: str,
+                body: Optional[dict] = None) -> Optional[tuple[int, dict]]:
+    """One call to the project's running broker with the project secret, from inside its container
+    (it listens on the internal control network only): (HTTP status, JSON body), or None when the
+    broker is not running or did not answer."""
+    from gym_compose.sandbox.tokens import BROKER_SECRET
+
+    script = BROKER_CALL % (f"{SECRETS_DIR}/{BROKER_SECRET}", BROKER_PORT, BROKER_CALL_TIMEOUT_S)
+    result = run_docker(["compose", "-p", project, "exec", "-T", broker_service, "python", "-c", script, method,
+                         path, json.dumps(body) if body is not None else ""],
+                        timeout=BROKER_CALL_TIMEOUT_S + 30, check=False)
+    if not result.ok:
+        return None
+    try:
+        answer = json.loads(result.stdout.strip().splitlines()[-1])
+        return int(answer["status"]), (json.loads(answer["body"]) if answer["body"] else {})
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
 
 
 def exec_in_sandbox(container: str, argv: list[str], interactive: bool) -> int:

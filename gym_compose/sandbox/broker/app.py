@@ -9,14 +9,27 @@
                                              -> {return_code, stdout, stderr, error_type, ...}
     PUT    /v1/sandboxes/{id}/files?path=P   write the body to P (&mode=octal)
     GET    /v1/sandboxes/{id}/files?path=P   read P
+    POST   /v1/sandboxes/{id}/snapshot       its filesystem as a snapshot -> 201 {snapshot_id, image, took_s, ...}
+    POST   /v1/sandboxes/{id}/fork           a new snapshot of it (or ForkRequest.snapshot), then n sandboxes
+                                             of it (ForkRequest) -> 201 {snapshot_id, forks: [lease, ...]}
+    POST   /v1/sandboxes/{id}/restore        its filesystem back to a snapshot (RestoreRequest) -> {took_s}
+    POST   /v1/sandboxes/{id}/pause          freeze its processes -> {state, changed}
+    POST   /v1/sandboxes/{id}/resume         thaw them -> {state, changed}
+    GET    /v1/snapshots                     the caller's snapshots
+    POST   /v1/snapshots/{id}/fork           n sandboxes of a snapshot (ForkRequest) -> 201 {snapshot_id, forks}
+    DELETE /v1/snapshots/{id}                remove a snapshot (sandboxes forked from it run on)
     GET    /v1/stats                         counts and limits
 
 A server holding another's grant for a sandbox (header x-gym-sandbox-grant, from the owner's lease)
-may use that sandbox's status, exec and files routes; only the owner releases it.
+may use that sandbox's status, exec and files routes; only the owner releases, snapshots, forks,
+restores, pauses or resumes it. The project secret (the CLI) may do all of these to any sandbox;
+forks belong to the snapshot's server.
 
-Errors: 401 no or wrong token, 403 refused by the plan, 404 unknown sandbox, 410 the sandbox is dead
-(`reason` says why: "sandbox OOM-killed (memory 512m)", ...), 422 a body with unknown or bad fields,
-502 a sandbox that could not start, 503 no slot free within the ready timeout.
+Errors: 401 no or wrong token, 403 refused by the plan, 404 unknown sandbox or snapshot, 409 a
+paused sandbox asked for a command (or one being restored), 410 the sandbox is dead (`reason` says
+why: "sandbox OOM-killed (memory 512m)", ...), 422 a body with unknown or bad fields, 501 not
+possible on this backend (snapshots and pause on Kubernetes), 502 a sandbox that could not start,
+503 no slot free within the ready timeout (or the snapshot budget spent).
 """
 
 from __future__ import annotations
@@ -33,9 +46,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gym_compose.net.web import READY_PATH, json_response, read_json_object, validation_error_response
+from gym_compose.sandbox.broker import branching
 from gym_compose.sandbox.broker.broker_errors import BrokerError, SandboxGone, Unauthorized
 from gym_compose.sandbox.broker.pool import SandboxPool
-from gym_compose.sandbox.policy import ExecRequest, LeaseRequest
+from gym_compose.sandbox.policy import ExecRequest, ForkRequest, LeaseRequest, RestoreRequest
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, grant_matches, sandbox_grant, token_matches
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
@@ -83,10 +97,55 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
             return json_response({"error": "lease as a server (its own token), not with the project secret"}, 403)
         body = LeaseRequest.model_validate(await read_json_object(request))
         sandbox, warm = await pool.lease(server, body)
-        return json_response({"sandbox_id": sandbox.id, "image": sandbox.image, "workdir": sandbox.workdir,
-                              "warm": warm, "start_s": round(sandbox.start_s, 4), "uid": sandbox.uid,
-                              "timeout_s": sandbox.policy.timeout_s,
-                              "grant": sandbox_grant(project_secret, sandbox.id)}, 201)
+        return json_response(branching.lease_answer(sandbox, sandbox_grant(project_secret, sandbox.id), warm), 201)
+
+    def own_sandbox(request: Request, server: Optional[str]):
+        """The caller's own sandbox (a grant does not reach these routes)."""
+        return pool.get(server, request.path_params["sandbox_id"])
+
+    async def take_snapshot(request: Request, server: Optional[str]) -> Response:
+        sandbox = own_sandbox(request, server)
+        return json_response((await branching.snapshot(pool, sandbox)).describe(), 201)
+
+    async def forks_answer(snapshot, body: ForkRequest) -> Response:
+        forks = await branching.fork(pool, snapshot, body)
+        return json_response({"snapshot_id": snapshot.id, "forks": [
+            branching.lease_answer(sandbox, sandbox_grant(project_secret, sandbox.id), False, took)
+            for sandbox, took in forks]}, 201)
+
+    async def fork_sandbox(request: Request, server: Optional[str]) -> Response:
+        sandbox = own_sandbox(request, server)
+        body = ForkRequest.model_validate(await read_json_object(request))
+        snapshot = (pool.snapshots.get(sandbox.server, body.snapshot) if body.snapshot
+                    else await branching.snapshot(pool, sandbox))
+        return await forks_answer(snapshot, body)
+
+    async def fork_snapshot(request: Request, server: Optional[str]) -> Response:
+        snapshot = pool.snapshots.get(server, request.path_params["snapshot_id"])
+        body = ForkRequest.model_validate(await read_json_object(request))
+        if body.snapshot and body.snapshot != snapshot.id:
+            return json_response({"error": "the route names the snapshot; leave `snapshot` out of the body"}, 422)
+        return await forks_answer(snapshot, body)
+
+    async def restore(request: Request, server: Optional[str]) -> Response:
+        sandbox = own_sandbox(request, server)
+        body = RestoreRequest.model_validate(await read_json_object(request))
+        snapshot = pool.snapshots.get(sandbox.server, body.snapshot)
+        took = await branching.restore(pool, sandbox, snapshot)
+        return json_response({"sandbox_id": sandbox.id, "snapshot_id": snapshot.id, "took_s": round(took, 4)})
+
+    async def pause(request: Request, server: Optional[str]) -> Response:
+        return json_response(await branching.pause(pool, own_sandbox(request, server)))
+
+    async def resume(request: Request, server: Optional[str]) -> Response:
+        return json_response(await branching.resume(pool, own_sandbox(request, server)))
+
+    async def snapshots(request: Request, server: Optional[str]) -> Response:
+        return json_response({"snapshots": pool.snapshots.list(server)})
+
+    async def delete_snapshot(request: Request, server: Optional[str]) -> Response:
+        await pool.snapshots.delete(pool.snapshots.get(server, request.path_params["snapshot_id"]))
+        return json_response({"deleted": True})
 
     async def listing(request: Request, server: Optional[str]) -> Response:
         return json_response({"sandboxes": pool.list(server)})
@@ -160,4 +219,12 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         Route("/v1/sandboxes/{sandbox_id}/exec", guarded(run), methods=["POST"]),
         Route("/v1/sandboxes/{sandbox_id}/files", guarded(put_file), methods=["PUT"]),
         Route("/v1/sandboxes/{sandbox_id}/files", guarded(get_file), methods=["GET"]),
+        Route("/v1/sandboxes/{sandbox_id}/snapshot", guarded(take_snapshot), methods=["POST"]),
+        Route("/v1/sandboxes/{sandbox_id}/fork", guarded(fork_sandbox), methods=["POST"]),
+        Route("/v1/sandboxes/{sandbox_id}/restore", guarded(restore), methods=["POST"]),
+        Route("/v1/sandboxes/{sandbox_id}/pause", guarded(pause), methods=["POST"]),
+        Route("/v1/sandboxes/{sandbox_id}/resume", guarded(resume), methods=["POST"]),
+        Route("/v1/snapshots", guarded(snapshots), methods=["GET"]),
+        Route("/v1/snapshots/{snapshot_id}/fork", guarded(fork_snapshot), methods=["POST"]),
+        Route("/v1/snapshots/{snapshot_id}", guarded(delete_snapshot), methods=["DELETE"]),
     ])

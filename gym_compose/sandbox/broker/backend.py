@@ -69,6 +69,30 @@ class SandboxBackend(Protocol):
         """Remove it, running or not; a sandbox already gone is not an error."""
         ...
 
+    async def commit(self, container_id: str, repository: str, tag: str, labels: dict[str, str]) -> str:
+        """The container's filesystem as a new image `repository:tag` carrying `labels` (a
+        snapshot; processes and memory are not in it); returns the image's id. The Kubernetes
+        backend raises `BackendError`."""
+        ...
+
+    async def remove_image(self, image: str) -> None:
+        """Remove an image (a snapshot); one already gone is not an error."""
+        ...
+
+    async def images(self, labels: list[str]) -> list[str]:
+        """The ids of the images carrying every label (`KEY=VALUE` or `KEY`)."""
+        ...
+
+    async def pause(self, container_id: str) -> None:
+        """Freeze every process of the sandbox (cgroup freezer); the Kubernetes backend raises `BackendError`."""
+        ...
+
+    async def unpause(self, container_id: str) -> None: ...
+
+    async def stats(self, container_id: str) -> dict[str, Any]:
+        """One reading of the Engine API's container stats (`cpu_stats`, `memory_stats`)."""
+        ...
+
     async def containers(self, labels: list[str]) -> list[dict[str, Any]]:
         """The sandboxes carrying every label (`KEY=VALUE` or `KEY`), as `{"Id": ...}` rows."""
         ...

@@ -27,6 +27,18 @@ class SandboxGone(BrokerError):
     status = 410
 
 
+class Conflict(BrokerError):
+    """The sandbox is in a state that cannot take the call (paused, being restored)."""
+
+    status = 409
+
+
+class Unsupported(BrokerError):
+    """The platform cannot do this at all (snapshots and pause on Kubernetes)."""
+
+    status = 501
+
+
 class NoCapacity(BrokerError):
     status = 503
 

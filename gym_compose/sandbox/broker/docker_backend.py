@@ -109,6 +109,31 @@ class DockerBackend:
     async def containers(self, labels: list[str]) -> list[dict[str, Any]]:
         return await self.call(self.api.containers, all=True, filters={"label": labels})
 
+    async def commit(self, container_id: str, repository: str, tag: str, labels: dict[str, str]) -> str:
+        """`docker commit` (the container paused while its layer is copied); the image's config is
+        the container's with `labels` in place of its labels."""
+        committed = await self.call(self.api.commit, container_id, repository=repository, tag=tag,
+                                    conf={"Labels": labels}, pause=True)
+        return str(committed["Id"])
+
+    async def remove_image(self, image: str) -> None:
+        try:
+            await self.call(self.api.remove_image, image, force=True)
+        except NotFound:
+            pass
+
+    async def images(self, labels: list[str]) -> list[str]:
+        return await self.call(self.api.images, quiet=True, filters={"label": labels})
+
+    async def pause(self, container_id: str) -> None:
+        await self.call(self.api.pause, container_id)
+
+    async def unpause(self, container_id: str) -> None:
+        await self.call(self.api.unpause, container_id)
+
+    async def stats(self, container_id: str) -> dict[str, Any]:
+        return await self.call(self.api.stats, container_id, stream=False)
+
     async def exec_run(self, container_id: str, argv: list[str], workdir: Optional[str],
                        environment: dict[str, str]) -> tuple[int, bytes, bytes]:
         """One Engine API exec (the fallback for sandboxes without Python): exit code, stdout, stderr."""

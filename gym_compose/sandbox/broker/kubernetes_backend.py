@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 import httpx
 
 from gym_compose.contract import SANDBOX_OWNERS_ENV
-from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound
+from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound, Unsupported
 from gym_compose.sandbox.broker.pod import (
     CONTAINER,
     PART_OF,
@@ -143,6 +143,26 @@ class KubernetesBackend:
 
     async def run_to_end(self, config: dict[str, Any], name: str) -> tuple[int, str]:
         raise BackendError("helper containers in a sandbox's namespace are Docker's; NetworkPolicies do their job here")
+
+    async def commit(self, container_id: str, repository: str, tag: str, labels: dict[str, str]) -> str:
+        raise Unsupported("sandbox snapshots (snapshot, fork, restore) need the Docker backend (compose, swarm): "
+                          "the Kubernetes API cannot commit a pod's filesystem to an image")
+
+    async def remove_image(self, image: str) -> None:
+        return None
+
+    async def images(self, labels: list[str]) -> list[str]:
+        return []
+
+    async def pause(self, container_id: str) -> None:
+        raise Unsupported("pausing a sandbox needs the Docker backend (compose, swarm): the Kubernetes API has no "
+                          "pause for a pod's containers; leave it running, or snapshot on compose/swarm instead")
+
+    async def unpause(self, container_id: str) -> None:
+        await self.pause(container_id)
+
+    async def stats(self, container_id: str) -> dict[str, Any]:
+        return {}  # the metrics API is optional in a cluster; the ledger leaves CPU and memory out
 
     async def remove(self, container_id: str) -> None:
         try:

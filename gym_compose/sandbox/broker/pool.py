@@ -24,6 +24,7 @@ from gym_compose.sandbox.broker.backend import SandboxBackend
 from gym_compose.sandbox.broker.broker_errors import (
     BackendError,
     BrokerError,
+    Conflict,
     NoCapacity,
     NotFound,
     Refused,
@@ -36,6 +37,7 @@ from gym_compose.sandbox.broker.death import death_reason
 from gym_compose.sandbox.broker.launch import closed_ports_helper, container_config, container_name
 from gym_compose.sandbox.broker.sandbox_io import SandboxIO
 from gym_compose.sandbox.broker.sandboxes import Limits, Sandbox, default_limits
+from gym_compose.sandbox.broker.snapshots import Snapshot, Snapshots
 from gym_compose.sandbox.policy import (
     PROJECT_LABEL,
     SANDBOX_LABEL,
@@ -75,6 +77,7 @@ class SandboxPool:
         self._pulls: dict[str, asyncio.Task] = {}
         self._present: set[str] = set()  # images known to be on the engine (pulled or found)
         self.pulled: list[dict[str, Any]] = []
+        self.snapshots = Snapshots(backend, settings.project, settings.max_snapshots)
 
     @property
     def live(self) -> int:
@@ -94,6 +97,10 @@ class SandboxPool:
         removed = await self.remove_leftovers()
         if removed:
             LOG.warning("removed %d sandboxes left by an earlier broker of project %s", removed, self.settings.project)
+        snapshots = await self.snapshots.remove_all()
+        if snapshots:
+            LOG.warning("removed %d snapshots left by an earlier broker of project %s", snapshots,
+                        self.settings.project)
         for server, policy in self.settings.servers.items():
             if (policy.network != "none" and policy.network_name
                     and not await self.backend.network_exists(policy.network_name)):
@@ -120,6 +127,7 @@ class SandboxPool:
         await asyncio.gather(*(self.destroy(s, "broker stopped") for s in list(self.sandboxes.values())),
                              return_exceptions=True)
         await self.remove_leftovers()
+        await self.snapshots.remove_all()  # after the sandboxes: an image a container uses is not removed
 
     def _spawn(self, coroutine) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -132,12 +140,17 @@ class SandboxPool:
     async def lease(self, server: str, request: LeaseRequest) -> tuple[Sandbox, bool]:
         """A sandbox for `server` (and whether it came warm from the pool)."""
         policy = self._policy(server)
-        image = request.image or policy.image
+        snapshot = self._snapshot_for(server, request)
+        image = request.image or (snapshot.base_image if snapshot else policy.image)
         reason = refusal(policy, request, image)
         if reason:
             raise Refused(reason)
-        image = policy.resolve_image(image)
-        wants_warm = image == policy.image and request.cpu is None and request.memory_mib is None
+        image = snapshot.image if snapshot else policy.resolve_image(image)
+        wants_warm = (snapshot is None and image == policy.image and request.cpu is None
+                      and request.memory_mib is None)
+        cpus = request.cpu if request.cpu is not None else snapshot.cpus if snapshot else None
+        memory_bytes = (request.memory_mib << 20 if request.memory_mib is not None
+                        else snapshot.memory_bytes if snapshot else None)
         timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
         deadline = time.monotonic() + timeout
         sandbox, warm = None, False
@@ -156,14 +169,15 @@ class SandboxPool:
         finally:
             self.admission.waiting -= 1
         if sandbox is None:
-            sandbox = await self._start(policy, image, deadline, cpus=request.cpu,
-                                        memory_bytes=request.memory_mib and request.memory_mib << 20)
+            sandbox = await self._start(policy, image, deadline, cpus=cpus, memory_bytes=memory_bytes)
         sandbox.state = "leased"
-        sandbox.env = {**policy.env, **request.env}
+        sandbox.cpus, sandbox.memory_bytes = cpus, memory_bytes
+        sandbox.forked_from = snapshot.id if snapshot else None
+        sandbox.env = {**policy.env, **(snapshot.env if snapshot else {}), **request.env}
         sandbox.metadata = {**policy.metadata, **request.metadata}
         sandbox.ttl_s = min(request.ttl_s or policy.ttl_s, policy.ttl_s)
         sandbox.last_used = time.monotonic()
-        sandbox.workdir = request.workdir or policy.workdir
+        sandbox.workdir = request.workdir or (snapshot.workdir if snapshot else policy.workdir)
         if request.workdir and request.workdir != policy.workdir:
             made = await self.exec(sandbox, ExecRequest(command=f"mkdir -p -- '{request.workdir}'", cwd="/"))
             if made["return_code"] != 0:
@@ -174,15 +188,44 @@ class SandboxPool:
         self._schedule_refill(server)
         return sandbox, warm
 
+    def _snapshot_for(self, server: str, request: LeaseRequest) -> Optional[Snapshot]:
+        if request.snapshot is None:
+            return None
+        if request.image:
+            raise Refused("a lease names an image or a snapshot to start from, not both")
+        return self.snapshots.get(server, request.snapshot)
+
     def get(self, server: Optional[str], sandbox_id: str) -> Sandbox:
         sandbox = self.sandboxes.get(sandbox_id)
         if sandbox is not None and server is not None and sandbox.server != server:
             raise Refused(f"sandbox {sandbox_id} belongs to {sandbox.server}, not {server}")
         if sandbox_id in self.tombstones:  # dead, released or reaped, maybe still being removed
             raise SandboxGone(self.tombstones[sandbox_id])
-        if sandbox is None or sandbox.state != "leased":
+        if sandbox is not None and sandbox.state == "restoring":
+            raise Conflict(f"sandbox {sandbox_id} is being restored from a snapshot; call again when that returns")
+        if sandbox is None or sandbox.state not in ("leased", "paused"):
             raise UnknownSandbox(f"no sandbox {sandbox_id!r} (released, or never leased)")
         return sandbox
+
+    async def relaunch(self, sandbox: Sandbox, image: str) -> None:
+        """Replace a leased sandbox's container by a new one of `image` (a restore): the same id,
+        lease, grant, limits, env and time-to-live; its processes end. A failed start buries it."""
+        sandbox.state = "restoring"
+        old, sandbox.channel = sandbox.channel, None  # its watcher lets the old container go (_watch)
+        try:
+            if old is not None:
+                await old.aclose()
+            if sandbox.container_id:
+                await self.backend.remove(sandbox.container_id)
+        except BackendError as error:
+            await self.destroy(sandbox, f"could not be restored: {error}")
+            raise
+        sandbox.container_id, sandbox.image = "", image
+        started = sandbox.started
+        await self._launch(sandbox, time.monotonic() + sandbox.policy.ready_timeout_s, sandbox.cpus,
+                           sandbox.memory_bytes)
+        sandbox.started = started
+        sandbox.state = "leased"
 
     async def release(self, sandbox: Sandbox) -> None:
         await self.destroy(sandbox, "released")
@@ -373,12 +416,15 @@ class SandboxPool:
     # -- commands and files ----------------------------------------------------------------------
 
     async def exec(self, sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
+        _not_paused(sandbox)
         return await self.io.exec(sandbox, request)
 
     async def write_file(self, sandbox: Sandbox, path: str, data: bytes, mode: Optional[int], chunk: int) -> int:
+        _not_paused(sandbox)
         return await self.io.write_file(sandbox, path, data, mode, chunk)
 
     async def read_file(self, sandbox: Sandbox, path: str, chunk: int, limit: int) -> bytes:
+        _not_paused(sandbox)
         return await self.io.read_file(sandbox, path, chunk, limit)
 
     # -- death, reaping, removal -----------------------------------------------------------------
@@ -386,7 +432,7 @@ class SandboxPool:
     async def _watch(self, sandbox: Sandbox) -> None:
         channel = sandbox.channel
         if isinstance(channel, FallbackChannel):
-            while sandbox.state != "removing":
+            while sandbox.state != "removing" and sandbox.channel is channel:
                 await asyncio.sleep(FALLBACK_POLL_S)
                 try:
                     running = (await self.backend.inspect(sandbox.container_id))["State"].get("Running")
@@ -396,7 +442,7 @@ class SandboxPool:
                     channel.closed.set()
                     break
         await channel.closed.wait()
-        if sandbox.state != "removing":
+        if sandbox.state != "removing" and sandbox.channel is channel:  # not replaced by a restore
             await self._mark_dead(sandbox)
 
     async def _mark_dead(self, sandbox: Sandbox, reason: Optional[str] = None) -> str:
@@ -455,12 +501,12 @@ class SandboxPool:
         now = time.monotonic()
         expired = []
         for sandbox in list(self.sandboxes.values()):
-            if sandbox.state not in ("leased", "warm") or sandbox.busy:
+            if sandbox.state not in ("leased", "paused", "warm") or sandbox.busy:
                 continue
             ttl = sandbox.ttl_s or sandbox.policy.ttl_s
             if now - sandbox.started >= ttl:
                 expired.append((sandbox, f"sandbox reached its time-to-live ({ttl:g} s)"))
-            elif sandbox.state == "leased" and now - sandbox.last_used >= self.settings.idle_timeout_s:
+            elif sandbox.state in ("leased", "paused") and now - sandbox.last_used >= self.settings.idle_timeout_s:
                 expired.append((sandbox, f"sandbox was idle for {self.settings.idle_timeout_s:g} s and was reaped"))
         for sandbox, reason in expired:
             self._bury(sandbox.id, reason)
@@ -468,6 +514,12 @@ class SandboxPool:
         for server in self.settings.servers:
             self._schedule_refill(server)
         return [sandbox.id for sandbox, _ in expired]
+
+
+def _not_paused(sandbox: Sandbox) -> None:
+    if sandbox.state == "paused":
+        raise Conflict(f"sandbox {sandbox.id} is paused; resume it first (POST /v1/sandboxes/{sandbox.id}/resume, "
+                       "AsyncSandbox.resume(), gym-compose sandbox resume)")
 
 
 def _quantile(ordered: list[float], q: float) -> Optional[float]:

@@ -50,12 +50,15 @@ class Sandbox:
     start_s: float = 0.0
     busy: int = 0
     dying: Optional[asyncio.Task] = None
+    cpus: Optional[float] = None  # the lease's own limits (None: the plan's), kept for forks and restores
+    memory_bytes: Optional[int] = None
+    forked_from: Optional[str] = None  # the snapshot it started from
 
     def describe(self) -> dict[str, Any]:
         return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
                 "created_at": self.created_at, "age_s": round(time.monotonic() - self.started, 3),
                 "session": self.metadata.get("session"), "metadata": self.metadata, "workdir": self.workdir,
-                "memory": self.policy.memory}
+                "memory": self.policy.memory, "forked_from": self.forked_from}
 
 
 def oom_reason(policy: SandboxPolicy) -> str:

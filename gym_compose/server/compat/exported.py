@@ -39,7 +39,8 @@ EXPORTED: dict[str, tuple[str, ...]] = {
     "nemo_gym.sandbox": (
         "AsyncSandbox", "BrokerProvider", "ExecResult", "Sandbox", "SandboxCreateError",
         "SandboxCreateVerificationError", "SandboxDeadError", "SandboxError", "SandboxExecResult", "SandboxHandle",
-        "SandboxPty", "SandboxPtyError", "SandboxResources", "SandboxSpec", "SandboxStatus", "cpu_cap_env",
+        "SandboxPty", "SandboxPtyError", "SandboxResources", "SandboxSnapshot", "SandboxSpec", "SandboxStatus",
+        "cpu_cap_env",
         "create_provider", "get_provider_class", "list_providers", "register_provider", "resolve_provider_config",
         "resolve_provider_metadata", "rewrite_image",
     ),
