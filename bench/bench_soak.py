@@ -130,6 +130,7 @@ def main() -> None:
         memory_start = memory_mib(args.project)
         peak = dict(memory_start)
         started = time.monotonic()
+        unfaulted_failures = 0
         for round_number in range(args.max_rounds):
             resume = ["--resume"] if round_number else []
             log = work / f"round-{round_number + 1}.log"
@@ -154,6 +155,9 @@ def main() -> None:
                 break
             print(f"round {round_number + 1}: exit {cli.returncode} without a fault:\n"
                   f"{log.read_text(errors='replace')[-2000:]}", flush=True)
+            unfaulted_failures += 1
+            if unfaulted_failures == 3:
+                sys.exit("three rounds failed without a fault: the run does not recover by itself")
         elapsed = time.monotonic() - started
         memory_end = memory_mib(args.project)
 

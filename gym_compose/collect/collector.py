@@ -6,6 +6,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -27,7 +28,7 @@ from gym_compose.collect.prompt import load_prompt_config
 from gym_compose.collect.resume import PriorRuns, load_prior_runs
 from gym_compose.collect.routing import RoutingTable, routing_table_from_config
 from gym_compose.collect.rows import materialize_rows
-from gym_compose.collect.server_metrics import aggregate_through_servers
+from gym_compose.collect.server_metrics import aggregate_through_servers, stripped
 from gym_compose.errors import UserError
 from gym_compose.metrics.row_keys import ATTEMPT_INDEX, first_of_each_rollout, rollout_key, sortable_rollout_key
 from gym_compose.net.http_client import HttpClient
@@ -89,15 +90,21 @@ def _collect(routing: RoutingTable, options: CollectOptions, progress: ProgressC
 
     metrics = None
     if not options.disable_aggregation:
-        # a rollout counts once, whatever a file that was written twice holds
-        finished = first_of_each_rollout(iter_output_rows(paths.rollouts))
-        metrics = aggregate_through_servers(finished, rows, routing, repeated=options.num_repeats > 1)
+        metrics = aggregate_through_servers(finished_for_metrics(paths.rollouts), rows, routing,
+                                            repeated=options.num_repeats > 1)
         write_atomically(paths.aggregate_metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
     results.sort(key=sortable_rollout_key)
     return CollectResult(total=len(rows), succeeded=tracker.done, failed=len(rows) - tracker.done,
                          skipped=len(rows) - len(pending), output_dir=options.output_dir,
                          elapsed_s=time.monotonic() - started, results=results, aggregate_metrics=metrics,
                          stopped=stop.requested, stop_reason=stop.reason)
+
+
+def finished_for_metrics(rollouts: Path) -> list[dict[str, Any]]:
+    """Each finished rollout once (whatever a file written twice holds), as /aggregate_metrics
+    takes it: stripped as it is read, so memory follows the rollouts' count, not their size
+    (100,000 whole rollouts outgrew the collector's 1 GiB limit: bench/bench_soak.py)."""
+    return first_of_each_rollout(stripped(row) for row in iter_output_rows(rollouts))
 
 
 def _materialize(options: CollectOptions, routing: RoutingTable) -> list[dict[str, Any]]:

@@ -88,7 +88,10 @@ def run_collector(stack: DeployedStack, run_dir: Path, services: Sequence[str]) 
             stopped_for = watch(stack, collector, run_dir, services, display)
             code = collector.wait(COLLECTOR_STOP_SECONDS if stopped_for else None)
             if code is None:
+                # asked to stop and still busy: stopping the client leaves the container running,
+                # and a collector left running refuses the --resume that the error suggests
                 code = collector.stop(5)
+                stack.remove_one_off(COLLECTOR_SERVICE)
         except KeyboardInterrupt:
             display.close()
             say("\ninterrupted: stopping the collector; finished rollouts are saved (rerun with --resume)")

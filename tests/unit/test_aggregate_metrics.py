@@ -131,3 +131,29 @@ def test_a_failing_server_is_named_and_its_metrics_computed_here(capsys):
     assert "env_a answered /aggregate_metrics with 500 (compute_metrics exploded)" in capsys.readouterr().err
     assert entries[0]["agent_metrics"]["pass@2/accuracy"] == 100.0  # the default pass@k, rows being repeated
     assert entries[0]["agent_metrics"]["mean_across_repeats/mean/reward"] == 0.5
+
+
+def test_the_end_of_run_metrics_read_rollouts_without_their_heavy_fields(tmp_path):
+    """2,000 rollouts of ~40 KB each (80 MB of JSON): what the metrics step holds stays a small
+    fraction of that, since each row is stripped as it is read (whole rows: a 100,000-rollout run
+    was killed at the collector's 1 GiB limit)."""
+    import json
+    import tracemalloc
+
+    from gym_compose.collect.collector import finished_for_metrics
+
+    heavy = {"output": [{"type": "message", "content": [{"type": "output_text", "text": "x" * 40_000}]}],
+             "usage": {"input_tokens": 3, "output_tokens": 4}}
+    path = tmp_path / "rollouts.jsonl"
+    with path.open("w") as out:
+        for index in range(2000):
+            out.write(json.dumps({"_ng_task_index": index, "_ng_rollout_index": 0, "reward": 1.0,
+                                  "response": heavy, "responses_create_params": {"input": "y" * 1000}}) + "\n")
+        out.write(json.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 0.0, "response": heavy}) + "\n")
+    tracemalloc.start()
+    finished = finished_for_metrics(path)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(finished) == 2000 and finished[0]["reward"] == 1.0  # the row written twice counts once, the first
+    assert finished[0]["response"] == {"usage": {"input_tokens": 3, "output_tokens": 4}}
+    assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MiB held while reading 80 MB of rollouts"

@@ -93,3 +93,36 @@ def test_a_collector_that_exits_0_but_wrote_no_rollouts_is_no_success(tmp_path, 
 
     monkeypatch.setattr(eval_run, "run_collector", writes_every_rollout)
     assert run_collection(args, collection, serve=True, keep=False) == 0
+
+
+def test_a_collector_still_busy_after_a_stop_is_removed_so_resume_can_run(tmp_path, monkeypatch):
+    """A server died; the collector, asked to stop, is still busy (bench_soak: aggregating 90,000
+    rollouts) when the grace ends: stopping the `docker run` client is not enough, the container
+    itself must go, or the --resume the error suggests is refused for a collector 'still running'."""
+    from gym_compose.runs import supervision
+
+    class BusyCollector:
+        stopped_with = None
+
+        def wait(self, timeout=None):
+            return None
+
+        def stop(self, grace_seconds):
+            self.stopped_with = grace_seconds
+            return 137
+
+    class Stack:
+        removed: list = []
+
+        def run_one_off(self, service, log):
+            return collector
+
+        def remove_one_off(self, service=None):
+            self.removed.append(service)
+
+    collector, stack = BusyCollector(), Stack()
+    monkeypatch.setattr(supervision, "watch", lambda *a: "server agent exited (exit code 137)")
+    outcome = supervision.run_collector(stack, tmp_path, services=["agent"])
+    assert outcome == CollectorOutcome(137, "server agent exited (exit code 137)")
+    assert collector.stopped_with is not None
+    assert stack.removed == [supervision.COLLECTOR_SERVICE]
