@@ -64,7 +64,8 @@ async def rollouts(routing: RoutingTable, rows: Iterable[dict[str, Any]], parall
 
 def aggregate_metrics(routing: RoutingTable, results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """NeMo Gym's aggregate metrics file, one entry per environment server, for finished rollouts
-    (failure rows are left out): each server's own `/aggregate_metrics`, as the collector asks it."""
-    finished = [row for row in results if not is_failure(row)]
+    (failure rows are left out): each server's own `/aggregate_metrics`, as the collector asks it.
+    Rows without `_ng_task_index` (e.g. from NeMo Gym's own client) count as one task each."""
+    finished = numbered(row for row in results if not is_failure(row))  # rows of another client may lack indices
     repeated = any(row.get(ROLLOUT_INDEX, 0) for row in finished)
     return aggregate_through_servers(finished, [], routing, repeated)
