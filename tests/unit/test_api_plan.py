@@ -90,3 +90,23 @@ def test_loopback_urls_become_the_hosts_name_in_containers():
     assert reachable_from_containers("http://127.0.0.1:8000/v1") == "http://host.docker.internal:8000/v1"
     assert reachable_from_containers("http://localhost/v1") == "http://host.docker.internal/v1"
     assert reachable_from_containers("http://10.0.0.5:8000/v1") == "http://10.0.0.5:8000/v1"
+
+
+def test_the_cli_binds_and_advertises_where_asked_for_a_trainer_on_another_node():
+    from gym_compose.cli.shared_options import _stack_options
+    from gym_compose.render.compose import compose_model
+
+    flags = _stack_options(project="gc-bind", publish=True, head_port=12100, bind="0.0.0.0",
+                           advertise_host="10.0.0.5", target="compose", registry=None, node_engine=None)
+    assert (flags.options.bind_address, flags.options.host_view_address) == ("0.0.0.0", "10.0.0.5")
+    stack = Stack.from_configs(resources_servers=["example_single_tool_call"], project="gc-bind", head_port=12100,
+                               bind_address="0.0.0.0", advertise_host="10.0.0.5")
+    assert stack.head_url == "http://10.0.0.5:12100"
+    model = compose_model(stack.plan, {"base": "image:tag"})
+    ports = sorted(port for service in model["services"].values() for port in service.get("ports", []))
+    assert ports and all(port.startswith("0.0.0.0:121") for port in ports)  # every interface
+    assert stack.plan.host_config["example_single_tool_call"]["resources_servers"]["example_single_tool_call"][
+        "host"] == "10.0.0.5"
+    with pytest.raises(UserError, match="--bind must be an IP address"):
+        _stack_options(project="gc-bind", publish=True, head_port=12100, bind="everywhere", advertise_host=None,
+                       target="compose", registry=None, node_engine=None)
