@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from gym_compose.api import rollouts as rollout_calls
-from gym_compose.api.upstreams import put_upstreams
+from gym_compose.api.upstreams import put_upstreams, reachable_from_containers
 from gym_compose.collect.routing import RoutingTable, routing_table_from_config
 from gym_compose.config.request import ConfigRequest
 from gym_compose.contract import ENVIRONMENT_SERVERS, HEAD_PORT, MODELS
@@ -51,13 +51,15 @@ class Stack:
         `key=value` `overrides` (Hydra's grammar); `initial_config` (a dict) merges over the files
         and `env_file`, under the overrides. `bind_address` is where the head and the published
         servers listen (e.g. 0.0.0.0), `advertise_host` the address the host view names (default:
-        the bind address, 127.0.0.1 for 0.0.0.0)."""
+        the bind address, 127.0.0.1 for 0.0.0.0). A `model_url` on the host's loopback becomes
+        host.docker.internal, as the containers reach the host."""
         if not 0 < head_port < 65536:
             raise UserError(f"head_port must be a TCP port (1-65535), got {head_port}")
         request = ConfigRequest(
             config_files=[Path(p) for p in paths], resources_servers=list(resources_servers),
             model_types=list(model_types), agent_types=list(agent_types), benchmarks=list(benchmarks),
-            environments=list(environments), model_name=model_name, model_url=model_url,
+            environments=list(environments), model_name=model_name,
+            model_url=reachable_from_containers(model_url) if model_url else None,
             model_api_key=model_api_key, search_dirs=[Path(p) for p in search_dirs], overrides=list(overrides),
             env_file=Path(env_file) if env_file is not None else None, skip_env_file=skip_env_file,
             initial_config=initial_config)
