@@ -56,6 +56,8 @@ SERVER_PORT = 8000  # every server, inside the project network
 HEAD_PORT = 11000  # the head, inside the network and (by default) published on the host
 BIND_ALL = "0.0.0.0"
 READY_PATH = "/_gym_compose/ready"  # 200 once the server (the head: every server) is ready
+# model servers with late-bound upstreams: GET the base URLs, PUT {"base_url": [...]} to replace them
+UPSTREAMS_PATH = "/_gym_compose/upstreams"
 TIME_LEFT_HEADER = "x-gym-time-left"  # seconds a callee has; it gives its own callees less
 
 # --- containers -----------------------------------------------------------------------------

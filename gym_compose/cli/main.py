@@ -351,12 +351,16 @@ def eval_compare(
     run_b: Annotated[Path, typer.Argument(help="The second run folder (B).")],
     json_output: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     max_tasks: Annotated[int, typer.Option("--max-tasks", min=1, help="Flipped tasks to list.")] = 50,
+    fail_below: Annotated[Optional[list[str]], typer.Option(
+        "--fail-below", metavar="METRIC[=TOLERANCE]",
+        help="Exit 1 when B's METRIC (e.g. mean/reward) is more than TOLERANCE (default 0) below A's, for any "
+             "agent: A is the baseline (CI). Repeatable.")] = None,
 ) -> None:
     """Compare two runs: each agent's key metrics side by side with deltas, and the tasks that
     flipped between passing and failing (a task passes when its mean reward is at least 0.5)."""
     from gym_compose.runs.compare import compare_command
 
-    compare_command(run_a, run_b, json_output=json_output, max_tasks=max_tasks)
+    compare_command(run_a, run_b, json_output=json_output, max_tasks=max_tasks, fail_below=fail_below)
 
 
 @eval_app.command("prepare", context_settings=STACK_COMMAND)

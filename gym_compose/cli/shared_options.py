@@ -90,8 +90,10 @@ DEFAULT_PROJECT = "gym-compose"
 
 STACK_OPTIONS: dict[str, tuple[Any, Any]] = {
     "project": (PROJECT_OPTION, DEFAULT_PROJECT),
-    "publish": (_option(bool, "--publish", help="Also publish every server on 127.0.0.1 (head: --head-port, others: the ports after it)."), False),
+    "publish": (_option(bool, "--publish", help="Also publish every server on the --bind address (head: --head-port, others: the ports after it)."), False),
     "head_port": (_option(int, "--head-port", metavar="PORT", help="Host port the head is published on (127.0.0.1)."), HEAD_PORT),
+    "bind": (_option(str, "--bind", metavar="ADDRESS", help="Host address the head and published servers listen on (default 127.0.0.1; 0.0.0.0 for a trainer on another node: docs/training.md)."), "127.0.0.1"),
+    "advertise_host": (_option(Optional[str], "--advertise-host", metavar="HOST", help="Address the head's host view names for the published servers (default: the --bind address; 127.0.0.1 for 0.0.0.0). A trainer elsewhere: this machine's IP."), None),
     "target": (_option(str, "--target", metavar="TARGET", help="Where the stack runs: compose (this machine), swarm (`docker stack deploy`), kubernetes (render only). See docs/deploy.md."), "compose"),
     "registry": (_option(Optional[str], "--registry", metavar="HOST/PREFIX", help="swarm/kubernetes: tag and push the images there and deploy them by digest (default: the images must already be on every node)."), None),
     "node_engine": (_option(Optional[list[str]], "--node-engine", metavar="ENGINE", help="swarm without a registry: copy the images into this node's Docker engine (ssh://USER@NODE, tcp://NODE:2376, unix:///PATH) unless it holds them; repeat for each node."), None),
@@ -177,14 +179,22 @@ class StackFlags(NamedTuple):
     target: TargetOptions
 
 
-def _stack_options(*, project: str, publish: bool, head_port: int, target: str, registry: str | None,
-                   node_engine: list[str] | None) -> StackFlags:
+def _stack_options(*, project: str, publish: bool, head_port: int, bind: str, advertise_host: str | None,
+                   target: str, registry: str | None, node_engine: list[str] | None) -> StackFlags:
     from gym_compose.engine.targets.registry import target_options
     from gym_compose.plan.model import StackOptions
 
     if not 0 < head_port < 65536:
         raise UserError(f"--head-port must be a TCP port (1-65535), got {head_port}")
-    return StackFlags(StackOptions(project=project, publish_all=publish, head_port=head_port),
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(bind)
+    except ValueError:
+        raise UserError(f"--bind must be an IP address of this machine, got {bind!r}",
+                        hint="e.g. --bind 0.0.0.0 (every interface) or --bind 10.0.0.5") from None
+    return StackFlags(StackOptions(project=project, publish_all=publish, head_port=head_port, bind_address=bind,
+                                   advertise_host=advertise_host),
                       target_options(target, registry, tuple(node_engine or ())))
 
 

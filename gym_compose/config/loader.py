@@ -1,7 +1,8 @@
 """`load`: every config source merged the way NeMo Gym merges them.
 
 Sources, low to high priority: the `config_paths` files (`--config` files, then selector files in
-NeMo Gym's fixed category order, with their includes), `env.yaml` in the working directory, then
+NeMo Gym's fixed category order, with their includes), `env.yaml` in the working directory (or
+the request's env file), the request's initial config (the Python API's global config dict), then
 the command line (`-m/--model`, `--model-url`, `--model-api-key`, then the overrides). Directives
 run on the merged result, then unset values, interpolations, generated environment servers and
 validation.
@@ -33,6 +34,7 @@ from gym_compose.errors import UserError
 
 ENV_FILE = "env.yaml"
 COMMAND_LINE = "the command line"
+INITIAL_CONFIG = "the initial global config dict"
 DEFAULT_MODEL_TYPE = "mock_model"
 DEFAULT_POLICY_MODEL = "policy_model"  # the instance the default model config defines
 ENDPOINT_MODEL_TYPE = "openai_model"  # what --model-url means when no model type is selected
@@ -63,8 +65,8 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
     overrides = _model_flag_overrides(request) + parse_overrides(request.overrides)
     override_paths, overrides = _split_config_paths(overrides)
 
-    env_file = cwd / ENV_FILE
-    env_config = read_config_file(env_file) if env_file.is_file() else None
+    env_file = request.env_file or cwd / ENV_FILE
+    env_config = read_config_file(env_file) if env_file.is_file() and not request.skip_env_file else None
 
     top_entries = _top_entries(request, roots, cwd, override_paths)
     if not top_entries and env_config is not None:
@@ -76,7 +78,8 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
         warnings.append("note: config(s) included more than once, loaded once: "
                         + ", ".join(sorted(set(included.duplicates))))
 
-    sources = [f.config for f in files] + ([env_config] if env_config else [])
+    initial = OmegaConf.create(request.initial_config) if request.initial_config else None
+    sources = [f.config for f in files] + ([env_config] if env_config else []) + ([initial] if initial else [])
     if not request.model_types and _needs_a_default_policy_model(sources, bool(request.model_url)):
         model_type = ENDPOINT_MODEL_TYPE if request.model_url else DEFAULT_MODEL_TYPE
         default = find_selector_file("model_type", model_type, roots)
@@ -84,7 +87,7 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
         warnings.append(ENDPOINT_MODEL_NOTICE if request.model_url else MOCK_MODEL_NOTICE)
 
     origins: dict[str, str] = {}
-    merged = _merge_sources(files, env_config, env_file, origins)
+    merged = _merge_sources(files, env_config, env_file, origins, initial)
     apply_overrides(merged, overrides)
     for override in overrides:
         origins[override.key.split(".")[0]] = COMMAND_LINE
@@ -204,10 +207,12 @@ def _defines_a_server(configs: list[DictConfig]) -> bool:
 
 
 def _merge_sources(files: list[LoadedFile], env_config: DictConfig | None, env_file: Path,
-                   origins: dict[str, str]) -> DictConfig:
+                   origins: dict[str, str], initial: DictConfig | None = None) -> DictConfig:
     sources: list[tuple[str, DictConfig]] = [(str(f.path), f.config) for f in files]
     if env_config is not None:
         sources.append((str(env_file), env_config))
+    if initial is not None:
+        sources.append((INITIAL_CONFIG, initial))
     merged = OmegaConf.create({})
     for label, config in sources:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,3 +20,7 @@ class ConfigRequest:
     model_api_key: str | None = None
     search_dirs: list[Path] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
+    env_file: Path | None = None  # instead of env.yaml in the working directory (NeMo Gym's dotenv_path)
+    skip_env_file: bool = False  # read no env.yaml at all (NeMo Gym's skip_load_from_dotenv)
+    # a config merged over the files and env.yaml, under the overrides (NeMo Gym's initial_global_config_dict)
+    initial_config: dict[str, Any] | None = None

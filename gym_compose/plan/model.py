@@ -28,7 +28,16 @@ class StackOptions:
     project: str = "gym-compose"
     head_port: int = HEAD_PORT
     publish_all: bool = False
-    bind_address: str = "127.0.0.1"
+    bind_address: str = "127.0.0.1"  # the host address the head and published servers bind
+    # the address the host view names for them (what clients dial); None: the bind address, or
+    # 127.0.0.1 when that is every interface (a trainer passes its node's IP: NeMo Gym's default_host)
+    advertise_host: str | None = None
+
+    @property
+    def host_view_address(self) -> str:
+        if self.advertise_host:
+            return self.advertise_host
+        return "127.0.0.1" if self.bind_address in ("0.0.0.0", "::", "") else self.bind_address
 
 
 @dataclass

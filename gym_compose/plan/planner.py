@@ -115,7 +115,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         spec["host"], spec["port"] = service.name, SERVER_PORT
         host_spec = _instance_spec(host_config, service)
         if service.published_port:
-            host_spec["host"], host_spec["port"] = options.bind_address, service.published_port
+            host_spec["host"], host_spec["port"] = options.host_view_address, service.published_port
         else:
             host_spec["host"], host_spec["port"] = service.name, SERVER_PORT
         # The runtime reads secrets of its own block only, so that is all a container gets.
@@ -131,7 +131,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
             service.secrets.append(key_name)
     inference, volumes = _inference_servers(services, network_config, host_config, service_budget(options.project))
     network_config[HEAD_INSTANCE] = {"host": HEAD_SERVICE, "port": HEAD_PORT}
-    host_config[HEAD_INSTANCE] = {"host": options.bind_address, "port": options.head_port}
+    host_config[HEAD_INSTANCE] = {"host": options.host_view_address, "port": options.head_port}
 
     # No depends_on: every container starts at once, and the head's own readiness waits for all
     # servers to be ready, so "head healthy" means "stack ready" (the collector depends on it).

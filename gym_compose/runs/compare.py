@@ -253,10 +253,22 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def compare_command(run_a: Path, run_b: Path, json_output: bool = False, max_tasks: int = 50) -> None:
+def compare_command(run_a: Path, run_b: Path, json_output: bool = False, max_tasks: int = 50,
+                    fail_below: list[str] | None = None) -> None:
+    """Print the comparison; with `fail_below` thresholds (runs/thresholds.py), raise a UserError
+    (exit 1) after it when run B fell below run A in one of them."""
+    from gym_compose.runs.thresholds import BREACH_EXIT_CODE, breaches, parse_threshold
+
+    thresholds = [parse_threshold(text) for text in fail_below or []]  # bad ones refused before any reading
     comparison = compare(load_run(run_a), load_run(run_b))
     for note in comparison.a.notes + comparison.b.notes:
         say(f"note: {note}")
     for warning in comparison.warnings:
         say(f"warning: {warning}")
     print(json.dumps(as_json(comparison), indent=2) if json_output else report(comparison, max_tasks))
+    found = breaches(comparison.rows, thresholds)
+    if found:
+        raise UserError("run B fell below run A: " + "; ".join(found), exit_code=BREACH_EXIT_CODE,
+                        hint="A is the baseline; the tolerance is the part after = in --fail-below METRIC=TOLERANCE")
+    if thresholds:
+        say("thresholds held: " + ", ".join(str(t) for t in thresholds))

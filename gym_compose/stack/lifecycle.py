@@ -173,6 +173,16 @@ def stack_service_names(stack: Stack) -> list[str]:
     return [s.name for s in stack.services] + ([BROKER_SERVICE] if stack.sandboxes is not None else [])
 
 
+def serve(stack: Stack, target: TargetOptions) -> DeployedStack:
+    """Build, render and start a planned stack and wait until it is healthy (`up -d`, the Python
+    API); the caller holds the project (`state.owning_project`)."""
+    refuse_if_running(stack.project, target.name)
+    _, project = build_and_render(stack, target, project_dir(stack.project))
+    remember_target(stack.project, target.name)
+    start_servers(stack, project)
+    return project
+
+
 def up_command(args: StackArgs, detach: bool) -> None:
     from gym_compose.stack.engine_room import check_engine_room
     from gym_compose.stack.swe_preflight import check_pulled_images
@@ -180,10 +190,7 @@ def up_command(args: StackArgs, detach: bool) -> None:
     loaded, stack = load_and_plan(args)
     check_engine_room(stack, check_pulled_images(loaded.data, loaded.search_roots))
     with owning_project(stack.project):  # -d: until the stack is up; attached: until it is removed
-        refuse_if_running(stack.project, args.target.name)
-        _, project = build_and_render(stack, args.target, project_dir(stack.project))
-        remember_target(stack.project, args.target.name)
-        start_servers(stack, project)
+        project = serve(stack, args.target)
         if detach:
             say(f"stack is up; stop it with `gym-compose down -p {stack.project}`")
             return

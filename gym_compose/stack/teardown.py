@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,6 +19,9 @@ STOP_GRACE_SECONDS = 5
 def uninterruptible() -> Iterator[None]:
     """A clean-up that a second Ctrl-C (or SIGTERM, SIGHUP) must not leave half-done; every step
     of it has a timeout, so it ends."""
+    if threading.current_thread() is not threading.main_thread():  # e.g. a trainer's actor thread:
+        yield  # signal handlers can only be set in the main thread
+        return
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in stopping}
     try:

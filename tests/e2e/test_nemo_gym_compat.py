@@ -10,57 +10,25 @@ once and caches) collects from a gym-compose stack through the head's host view.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, REPO, free_port, gym_compose, labelled
-from tests.support.nemo_gym import NEMO_GYM_VERSION
+from tests.support.nemo_gym import nemo_gym_venv
 
 pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym"
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gym-compose"
-
-
-def python_3_13() -> Path | None:
-    """NeMo Gym 0.7 needs Python 3.13: GYM_COMPOSE_PYTHON313, else pyenv's 3.13.x, else python3.13 on PATH."""
-    candidates = [os.environ.get("GYM_COMPOSE_PYTHON313", "")]
-    candidates += sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob("3.13*/bin/python3.13"))
-    candidates.append(shutil.which("python3.13") or "")
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
-
-
 @pytest.fixture(scope="module")
 def nemo_gym_cli() -> Path:
     """`gym` of nemo-gym 0.7.0 from PyPI, in a venv under the cache folder (built once: a few minutes)."""
-    venv = cache_root() / f"nemo-gym-{NEMO_GYM_VERSION}-venv"
-    gym, complete = venv / "bin" / "gym", venv / ".complete"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another session building the same venv: wait for it
-        if not complete.exists():
-            python = python_3_13()
-            if python is None:
-                pytest.skip("NeMo Gym 0.7 needs Python 3.13 (pyenv's 3.13.x, python3.13, or GYM_COMPOSE_PYTHON313)")
-            shutil.rmtree(venv, ignore_errors=True)  # a half-built venv from an interrupted run
-            subprocess.run([str(python), "-m", "venv", str(venv)], check=True, timeout=300)
-            # nemo-gym 0.7.0 declares Requires-Python >=3.13.14; a 3.13.0 interpreter runs it
-            install = subprocess.run(
-                [str(venv / "bin" / "pip"), "install", "--quiet", "--ignore-requires-python",
-                 f"nemo-gym=={NEMO_GYM_VERSION}"], capture_output=True, text=True, timeout=1200)
-            assert install.returncode == 0, f"pip install nemo-gym=={NEMO_GYM_VERSION} failed:\n{install.stderr[-4000:]}"
-            complete.touch()
-    assert gym.is_file(), f"{venv} holds no gym command; delete it to rebuild"
-    return gym
+    return nemo_gym_venv() / "bin" / "gym"
 
 
 def fixture_rows(name: str) -> Path:

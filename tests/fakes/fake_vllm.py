@@ -44,8 +44,10 @@ def pieces(text: str) -> list[str]:
     return _PIECES.findall(text)
 
 
-def render_prompt(body: dict[str, Any]) -> str:
-    """A stand-in chat template: what the prompt token ids are computed from."""
+def render_prompt(body: dict[str, Any], call_marker: str = "<call>") -> str:
+    """A stand-in chat template: what the prompt token ids are computed from. With `call_marker`
+    "" an assistant turn renders exactly as it was generated, so each turn's prompt starts with the
+    previous prompt and generation (the contiguity trainers assert)."""
     parts = []
     if body.get("tools"):
         parts.append("<tools>" + json.dumps(body["tools"], sort_keys=True) + "</tools>")
@@ -58,7 +60,7 @@ def render_prompt(body: dict[str, Any]) -> str:
             content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
         text = f"<{message.get('role')}>{content or ''}"
         for call in message.get("tool_calls") or []:
-            text += "<call>" + json.dumps(call.get("function"), sort_keys=True)
+            text += call_marker + json.dumps(call.get("function"), sort_keys=True)
         parts.append(text)
     if body.get("add_generation_prompt", True):
         parts.append("<assistant>")
@@ -98,8 +100,8 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"message": message, "finish_reason": finish, "generated": generated}
 
 
-def chat_completion(body: dict[str, Any], sequence: int) -> tuple[int, dict[str, Any]]:
-    prompt = render_prompt(body)
+def chat_completion(body: dict[str, Any], sequence: int, call_marker: str = "<call>") -> tuple[int, dict[str, Any]]:
+    prompt = render_prompt(body, call_marker)
     if "OVERFLOW" in prompt:
         return 400, {"object": "error", "message": f"This model's maximum context length is {MAX_MODEL_LEN} tokens. "
                      "However, you requested 5000 tokens in the messages, Please reduce the length of the messages.",
@@ -130,7 +132,8 @@ def chat_completion(body: dict[str, Any], sequence: int) -> tuple[int, dict[str,
 
 
 class FakeVLLM:
-    def __init__(self) -> None:
+    def __init__(self, call_marker: str = "<call>") -> None:
+        self.call_marker = call_marker
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
 
@@ -151,16 +154,16 @@ class FakeVLLM:
             self.requests.append({"path": path, "headers": {k: v for k, v in headers.items() if k in _RECORDED_HEADERS},
                                   "body": body})
         if path == "/v1/chat/completions":
-            return chat_completion(body, sequence)
+            return chat_completion(body, sequence, self.call_marker)
         if path == "/tokenize":
-            ids = token_ids(render_prompt(body))
+            ids = token_ids(render_prompt(body, self.call_marker))
             return 200, {"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids, "token_strs": None}
         return 404, {"detail": "Not Found"}
 
 
-def make_server(port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    """`host` 0.0.0.0 lets containers reach it (as host.docker.internal)."""
-    fake = FakeVLLM()
+def make_server(port: int = 0, host: str = "127.0.0.1", call_marker: str = "<call>") -> ThreadingHTTPServer:
+    """`host` 0.0.0.0 lets containers reach it (as host.docker.internal); `call_marker` as in render_prompt."""
+    fake = FakeVLLM(call_marker)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

@@ -122,6 +122,28 @@ def test_a_rollouts_turns_stay_on_one_of_several_endpoints(fake_vllm):
     assert sorted(counts)[0] == 0  # one session (the client keeps its cookie): one endpoint took every turn
 
 
+def test_the_upstreams_are_late_bound_and_replaced_without_a_restart(fake_vllm):
+    second, second_url = serve_in_thread()
+    fakes = [url.removesuffix("/v1") for url in (fake_vllm, second_url)]
+    for fake in fakes:
+        httpx.post(f"{fake}/_fake/reset", json={})
+    try:
+        with client_for({"uses_reasoning_parser": False}, fake_vllm) as client:
+            assert client.get("/_gym_compose/upstreams").json() == {"base_url": [fake_vllm]}
+            assert client.post("/v1/responses", json={"input": "Hi"}).status_code == 200
+            switched = client.put("/_gym_compose/upstreams", json={"base_url": [second_url]})
+            assert switched.status_code == 200 and switched.json() == {"base_url": [second_url]}
+            assert client.post("/v1/responses", json={"input": "Hi"}).status_code == 200
+            refused = client.put("/_gym_compose/upstreams", json={"base_url": ["ftp://nowhere"]})
+            assert refused.status_code == 422 and "http(s) URL" in refused.json()["error"]
+            assert client.put("/_gym_compose/upstreams", json={"base_url": []}).status_code == 422
+            assert client.get("/_gym_compose/upstreams").json() == {"base_url": [second_url]}  # unchanged
+        counts = [len(httpx.get(f"{fake}/_fake/requests").json()) for fake in fakes]
+    finally:
+        second.shutdown()
+    assert counts == [1, 1]  # the turn after the switch went to the second endpoint only
+
+
 def test_token_ids_arrive_in_the_rollout_rows_as_nemo_gym_shapes_them(start_stack, fake_vllm, tmp_path):
     """environment -> simple_agent -> vllm_model -> fake vLLM, collected: every model turn's last
     output item in the row carries the turn's token ids, with NeMo Gym's item fields."""

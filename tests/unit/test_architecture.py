@@ -21,17 +21,20 @@ from gym_compose.engine.images.lean_images import CONTAINER_MODULES
 
 PACKAGE = Path(gym_compose.__file__).resolve().parent
 GROUND_FLOOR = {"contract", "errors", "console", "paths"}
-HOST_PACKAGES = {"cli", "config", "plan", "render", "engine", "stack", "runs", "view"}
+HOST_PACKAGES = {"cli", "config", "plan", "render", "engine", "stack", "runs", "view", "api"}
 CONTAINER_PACKAGES = {"server", "collect", "sandbox", "net", "metrics"}
 # What each host layer must not import: the layers that come after it, and the others' business.
 FORBIDDEN = {
-    "config": {"plan", "render", "engine", "stack", "runs", "cli", "view"},
-    "plan": {"render", "engine", "stack", "runs", "cli", "view"},
-    "render": {"engine", "stack", "runs", "cli", "view"},
-    "engine": {"stack", "runs", "cli", "view"},
-    "stack": {"runs", "cli", "view"},
-    "runs": {"cli"},
-    "view": {"plan", "render", "engine", "stack", "runs", "cli"},
+    "config": {"plan", "render", "engine", "stack", "runs", "cli", "view", "api"},
+    "plan": {"render", "engine", "stack", "runs", "cli", "view", "api"},
+    "render": {"engine", "stack", "runs", "cli", "view", "api"},
+    "engine": {"stack", "runs", "cli", "view", "api"},
+    "stack": {"runs", "cli", "view", "api"},
+    "runs": {"cli", "api"},
+    "view": {"plan", "render", "engine", "stack", "runs", "cli", "api"},
+    # the Python API (a façade over config, plan, stack and the collector's calls): the CLI may
+    # call it, it never calls the CLI
+    "api": {"cli"},
 }
 HOST_ONLY_LIBRARIES = {"typer", "click", "hydra", "omegaconf", "python_on_whales"}
 DOCKER_DOOR = {"run_docker", "start_docker", "run_docker_attached", "compose_args"}

@@ -136,3 +136,31 @@ def test_runs_of_different_benchmarks_are_compared_with_a_warning(tmp_path, caps
     (b / "manifest.json").write_text(manifest("gsm8k"))
     compare_command(a, a)
     assert "warning" not in capsys.readouterr().err
+
+
+def test_fail_below_fails_a_run_that_fell_past_the_tolerance_and_passes_one_that_held(tmp_path, capsys):
+    from gym_compose.runs.compare import compare_command
+
+    baseline = write_run(tmp_path / "base", {"1+1": [1.0, 1.0], "2+2": [1.0, 1.0], "3+3": [0.0, 1.0]})  # 5/6
+    held = write_run(tmp_path / "held", {"1+1": [1.0, 1.0], "2+2": [1.0, 0.0], "3+3": [0.0, 1.0]})  # 4/6
+    worse = write_run(tmp_path / "worse", {"1+1": [0.0, 0.0], "2+2": [1.0, 0.0], "3+3": [0.0, 0.0]})  # 1/6
+    compare_command(baseline, held, fail_below=["mean/reward=0.2"])
+    assert "thresholds held: mean/reward (tolerance 0.2)" in capsys.readouterr().err
+    with pytest.raises(UserError, match=r"math_agent: mean/reward fell from 0.8333 \(A\) to 0.1667 \(B\)") as caught:
+        compare_command(baseline, worse, fail_below=["mean/reward=0.2"])
+    assert caught.value.exit_code == 1
+    with pytest.raises(UserError, match="fell from 0.8333"):  # no tolerance: any drop fails
+        compare_command(baseline, held, fail_below=["mean/reward"])
+
+
+def test_fail_below_names_what_is_wrong_with_a_threshold(tmp_path):
+    from gym_compose.runs.compare import compare_command
+
+    run = write_run(tmp_path / "a", {"1+1": [1.0]})
+    with pytest.raises(UserError, match="no agent has 'mean/rewrd' in both runs") as caught:
+        compare_command(run, run, fail_below=["mean/rewrd=0.1"])
+    assert "mean/reward" in (caught.value.hint or "")
+    with pytest.raises(UserError, match="is not a number"):
+        compare_command(run, run, fail_below=["mean/reward=lots"])
+    with pytest.raises(UserError, match="must be 0 or more"):
+        compare_command(run, run, fail_below=["mean/reward=-1"])

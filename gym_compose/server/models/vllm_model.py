@@ -7,6 +7,9 @@ turns stay on one), and for RL training `return_token_id_information`: every mod
 and generation token ids and generation log-probs on its last output item, the way NeMo Gym
 shapes them, from inline vLLM token ids or the logprobs' `token_id:<id>` tokens plus `/tokenize`.
 Upstream calls have timeouts, retries and a concurrency cap (`upstream.UpstreamCallConfig`).
+The base URLs are late-bound: `PUT /_gym_compose/upstreams {"base_url": [...]}` replaces them while
+the server runs (a trainer's vLLM engines, known only once they are up or after they moved);
+calls already in flight finish on the old endpoints, new ones go to the new (docs/training.md).
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ import time
 from typing import Any, Literal, Optional, Union
 
 import orjson
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gym_compose.contract import UPSTREAMS_PATH
 from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.openai_model import upstream_error_response
@@ -105,23 +109,53 @@ class VLLMModel(BaseServer):
     config: VLLMModelConfig
 
     _clients: Optional[list[UpstreamClient]] = None
+    _retired: list[UpstreamClient] = PrivateAttr(default_factory=list)  # replaced; closed at shutdown
     _warned_request_kwargs: bool = False
 
     def setup_webserver(self) -> Starlette:
-        headers = dict(self.config.default_headers)
-        headers["Authorization"] = f"Bearer {self.config.api_key}"
-        self._clients = [UpstreamClient(url, self.config, headers) for url in self.config.base_url]
+        self._clients = self._make_clients(self._base_urls())
         if self.config.sampling_overrides:
             LOG.info("%s pins sampling on every request: %s", self.config.name, self.config.sampling_overrides)
         app = Starlette(routes=[
             Route("/v1/responses", self._responses, methods=["POST"]),
             Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+            Route(UPSTREAMS_PATH, self._upstreams, methods=["GET", "PUT"]),
         ])
         if len(self._clients) > 1 or self.config.forward_session_id_as_conversation_id:
             self.setup_session_middleware(app)
         return app
 
+    def _base_urls(self) -> list[str]:
+        urls = self.config.base_url
+        return [urls] if isinstance(urls, str) else list(urls)
+
+    def _make_clients(self, urls: list[str]) -> list[UpstreamClient]:
+        headers = dict(self.config.default_headers)
+        headers["Authorization"] = f"Bearer {self.config.api_key}"
+        return [UpstreamClient(url, self.config, headers) for url in urls]
+
     # ---- routes ----
+
+    async def _upstreams(self, request: Request) -> Response:
+        """GET: the base URLs in use; PUT {"base_url": URL or [URL, ...]}: replace them (late binding)."""
+        if request.method == "PUT":
+            body = await read_json_object(request)
+            urls = body.get("base_url")
+            if isinstance(urls, str):
+                urls = [urls]
+            if not isinstance(urls, list) or not urls or not all(isinstance(url, str) for url in urls):
+                return json_response({"error": "base_url must be a URL or a non-empty list of URLs",
+                                      "type": "invalid_upstreams"}, 422)
+            try:
+                clients = self._make_clients(urls)
+            except ValueError as error:
+                return json_response({"error": str(error), "type": "invalid_upstreams"}, 422)
+            old, self._clients = self._clients or [], clients
+            self.config.base_url = list(urls)
+            LOG.info("%s: upstream base URLs now %s", self.config.name, ", ".join(urls))
+            self._retired.extend(old)  # calls in flight may still use them
+        return json_response({"base_url": self._base_urls()})
+
 
     async def _responses(self, request: Request) -> Response:
         params = await read_json_object(request)
@@ -377,7 +411,7 @@ class VLLMModel(BaseServer):
                              "message": {"role": "assistant", "content": None, "tool_calls": None}}]}
 
     async def on_shutdown(self) -> None:
-        for client in self._clients or []:
+        for client in [*(self._clients or []), *self._retired]:
             await client.aclose()
         await super().on_shutdown()
 
