@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, MutableMapping, Opti
 from itsdangerous import BadSignature, URLSafeSerializer
 from pydantic import BaseModel
 
+from gym_compose.contract import MCP_REQUIREMENT
 from gym_compose.server.sessions import SESSION_ID_KEY, SessionCookieCodec
 
 if TYPE_CHECKING:
@@ -413,5 +414,5 @@ def expose_tools_over_mcp(server: Any, app: Any) -> Any:
         raise McpExposureError(
             f"{server.config.name}: expose_tools_over_mcp is set but the `mcp` package is not installed in this "
             "image; gym-compose adds it to a server's image when its config sets the key (rebuild with "
-            "`gym-compose build`), or add `mcp>=1.28.1,<2` to the server's requirements.txt") from None
+            "`gym-compose build`), or add `" + MCP_REQUIREMENT + "` to the server's requirements.txt") from None
     return McpExposure(server, app)
