@@ -23,6 +23,7 @@ from gym_compose.config.finalize import raise_on_missing, to_plain
 from gym_compose.config.host_environment import environment_paths
 from gym_compose.config.includes import ConfigEntry, LoadedFile, load_includes
 from gym_compose.config.legacy import add_legacy_environment_servers
+from gym_compose.config.model_fill import parse_named_model, serve_named_models, serve_unserved_models
 from gym_compose.config.overrides import Override, apply_overrides, parse_overrides
 from gym_compose.config.request import ConfigRequest
 from gym_compose.config.run_dirs import default_cache_dir
@@ -94,6 +95,9 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
     warnings += apply_directives(merged, origins)
     default_cache_dir(merged, cwd)
     raise_on_missing(merged, origins)
+    named = [parse_named_model(text) for text in request.named_models]
+    warnings += serve_named_models(merged, named, origins)
+    warnings += serve_unserved_models(merged, named, origins)
     from_environment = environment_paths(OmegaConf.to_container(merged, resolve=False), os.environ)
     data = to_plain(merged)
 

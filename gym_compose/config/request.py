@@ -17,5 +17,7 @@ class ConfigRequest:
     model_name: str | None = None
     model_url: str | None = None
     model_api_key: str | None = None
+    # `--model INSTANCE=URL[,model=NAME][,api_key=KEY]`: other model instances (config/model_fill.py)
+    named_models: list[str] = field(default_factory=list)
     search_dirs: list[Path] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
