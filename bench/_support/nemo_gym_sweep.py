@@ -144,10 +144,13 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     if server_dir.name in PULLS_GPU_STACK:
         return f"needs {PULLS_GPU_STACK[server_dir.name]}"
     requirements = server_requirements(server_dir)
+    # A judge / user simulator with no endpoint is served by the built-in mock (docs/models.md); one
+    # that is its own engine (a local vLLM, genrm_compare's genrm_model) or an endpoint the config fills is not
     extra_models = [key for key, value in config.items() if isinstance(value, dict)
-                    and "responses_api_models" in value and key != "policy_model"]
+                    and isinstance(value.get("responses_api_models"), dict) and key != "policy_model"
+                    and "mock_model" not in value["responses_api_models"]]
     if extra_models:
-        return f"needs a second model server ({', '.join(extra_models)}: a judge or user simulator)"
+        return f"needs a second model server ({', '.join(extra_models)}: a judge or user simulator with its own engine)"
     for path, value in walk(config):
         if path.startswith("policy_"):
             continue
@@ -156,8 +159,9 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         leaf = path.rsplit(".", 1)[-1]
         if "sandbox" in leaf.lower() and value not in (None, False, "", {}):
             return "needs a sandbox provider"
+        # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value and "policy" not in path.split(".")[0] \
-                and not path.startswith("policy_model"):
+                and not path.startswith("policy_model") and "." in path:
             return f"needs an external service ({path})"
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages)"
