@@ -149,8 +149,12 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     extra_models = [key for key, value in config.items() if isinstance(value, dict)
                     and isinstance(value.get("responses_api_models"), dict) and key != "policy_model"
                     and "mock_model" not in value["responses_api_models"]]
-    if extra_models:
-        return f"needs a second model server ({', '.join(extra_models)}: a judge or user simulator with its own engine)"
+    for name in extra_models:
+        (implementation, block), = list(config[name]["responses_api_models"].items())[:1]
+        urls = [str(value) for key, value in (block or {}).items() if str(key).endswith("base_url") and value]
+        if urls:  # the config names an endpoint (a hosted judge): offline, unreachable; --model NAME=URL repoints it
+            return f"needs the model endpoint its config names for {name} ({implementation} at {urls[0]})"
+        return f"needs a second model server ({name}: {implementation}, a judge or user simulator with its own engine)"
     for path, value in walk(config):
         if path.startswith("policy_"):
             continue
