@@ -162,7 +162,7 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
             return f"leaves {path} open (a key or endpoint to supply)"
         leaf = path.rsplit(".", 1)[-1]
         if "sandbox" in leaf.lower() and value not in (None, False, "", {}):
-            return "needs a sandbox provider"
+            return sandbox_reason(server_dir, config)
         # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value and "policy" not in path.split(".")[0] \
                 and not path.startswith("policy_model") and "." in path:
@@ -175,6 +175,46 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     if fetched:
         return f"needs the internet at build time ({', '.join(fetched)} from git/URL in [tool.uv.sources])"
     return None
+
+
+def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str:
+    """Why a sandboxed server is left out, as precisely as its config and example rows say: the task
+    images it runs (from a registry this offline machine cannot reach), else the provider alone."""
+    rows = task_images(server_dir, {})
+    if rows and all(value.endswith(".sif") for _, value in rows):
+        return (f"needs {len(rows)} Apptainer/Singularity task images (.sif files, e.g. {rows[0][1]}), "
+                "which no Docker sandbox runs")
+    if rows:
+        count = f"{len(rows)} task images" if len(rows) > 1 else "a task image"
+        return (f"needs {count} from a registry this machine cannot reach (rows' {rows[0][0]}: {rows[0][1]}"
+                + (", ..." if len(rows) > 1 else "") + ")")
+    configured = task_images(server_dir, config, rows=False)
+    if configured:
+        return f"needs the image its config names ({configured[0][0]}: {configured[0][1]}), not on this machine"
+    return "needs a sandbox provider (its config and example rows name no task image: its code picks one)"
+
+
+def task_images(server_dir: Path, config: dict[str, Any], rows: bool = True) -> list[tuple[str, str]]:
+    """(key, value) of every string under a key naming an image, in the example rows and the config."""
+    found: dict[tuple[str, str], None] = {}
+
+    def visit(node: Any, key: str = "") -> None:
+        if isinstance(node, dict):
+            for child, value in node.items():
+                visit(value, str(child))
+        elif isinstance(node, list):
+            for value in node:
+                visit(value, key)
+        elif isinstance(node, str) and node and "image" in key.lower() and not key.lower().endswith("_path"):
+            found[(key, node)] = None
+
+    examples = server_dir / "data" / "example.jsonl"
+    if rows and examples.is_file():
+        for line in examples.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                visit(json.loads(line))
+    visit(config)
+    return list(found)
 
 
 def uv_url_sources(server_dir: Path) -> list[str]:

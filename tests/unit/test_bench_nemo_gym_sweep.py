@@ -103,3 +103,15 @@ def test_a_judge_the_mock_serves_no_longer_excludes_but_its_own_engine_does(tmp_
     assert sweep.exclusion(folder, mocked) is None
     engine = {**mocked, "genrm_model": {"responses_api_models": {"genrm_model": {"model": "m"}}}}
     assert "genrm_model" in (sweep.exclusion(folder, engine) or "")
+
+
+def test_a_sandboxed_server_is_excluded_naming_the_task_images_it_needs(tmp_path):
+    folder = tmp_path / "swe_thing"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "example.jsonl").write_text(
+        '{"image_ref": "docker.io/team/task:one"}\n{"image_ref": "docker.io/team/task:two"}\n')
+    config = {"swe_thing": {"resources_servers": {"swe_thing": {"sandbox_provider": "sandbox"}}}}
+    assert sweep.exclusion(folder, config) == ("needs 2 task images from a registry this machine cannot reach "
+                                               "(rows' image_ref: docker.io/team/task:one, ...)")
+    (folder / "data" / "example.jsonl").write_text('{"q": 1}\n')
+    assert "name no task image" in (sweep.exclusion(folder, config) or "")
