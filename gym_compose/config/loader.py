@@ -10,6 +10,7 @@ validation.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -33,6 +34,7 @@ from gym_compose.config.yaml_files import read_config_file
 from gym_compose.errors import UserError
 
 ENV_FILE = "env.yaml"
+_INTERPOLATED_KEY = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `${judge_base_url}`: a top-level key read
 COMMAND_LINE = "the command line"
 DEFAULT_MODEL_TYPE = "mock_model"
 DEFAULT_POLICY_MODEL = "policy_model"  # the instance the default model config defines
@@ -95,16 +97,18 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
     warnings += apply_directives(merged, origins)
     default_cache_dir(merged, cwd)
     raise_on_missing(merged, origins)
+    interpolated = frozenset(_INTERPOLATED_KEY.findall(repr(OmegaConf.to_container(merged, resolve=False))))
     named = [parse_named_model(text) for text in request.named_models]
     warnings += serve_named_models(merged, named, origins)
     warnings += serve_unserved_models(merged, named, origins)
-    from_environment = environment_paths(OmegaConf.to_container(merged, resolve=False), os.environ)
+    raw = OmegaConf.to_container(merged, resolve=False)
+    from_environment = environment_paths(raw, os.environ)
     data = to_plain(merged)
 
     legacy_warnings = add_legacy_environment_servers(data)
     for name in data:
         origins.setdefault(name, "generated")
-    warnings += validate(data, origins)
+    warnings += validate(data, origins, interpolated)
     warnings += legacy_warnings
     return LoadedConfig(data=data, warnings=warnings, search_roots=roots, origins=origins,
                         from_environment=from_environment)

@@ -133,3 +133,10 @@ def test_the_cli_takes_the_policy_name_and_named_models_side_by_side(tmp_path):
     assert "judge_model: openai_model (http://judge.example/v1" in result.stderr
     twice = CliRunner().invoke(app, ["resolve", "--config", str(path), "-m", "a", "-m", "b"])
     assert isinstance(twice.exception, UserError) and "names the policy model twice" in twice.exception.message
+
+
+def test_top_level_keys_a_judge_block_interpolates_are_no_typos(tmp_path):
+    result = loaded(tmp_path, judge_config(tmp_path, JUDGE_BLOCK, judge_base_url=None, judge_api_key=None,
+                                           judge_model_name=None, polcy_base_url="x"))
+    assert not any("'judge_base_url'" in w or "'judge_model_name'" in w for w in result.warnings)
+    assert any("'polcy_base_url'" in w and "not a known setting" in w for w in result.warnings)  # a real typo
