@@ -104,7 +104,8 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
             return result
         extra = agent_override(config, rows)
         result["note"] = f"rows re-routed with {extra[0]}" if extra else None
-        project = f"ngsweep-{index}-{re.sub('[^a-z0-9]+', '-', name.lower())}"[:60].strip("-")
+        prefix = os.environ.get("GYM_COMPOSE_SWEEP_PREFIX", "ngsweep")  # beside another sweep on the same engine
+        project = f"{prefix}-{index}-{re.sub('[^a-z0-9]+', '-', name.lower())}"[:60].strip("-")
         started = time.monotonic()
         returncode = None
         try:

@@ -30,6 +30,9 @@ FORWARDED_HEADER = "x-gym-compose-forwarded"  # a request one replica passed to 
 SESSION_KEY_SECRET = "session_key"  # the secret holding that key: session_key.<service>
 # head only: instances on the NeMo Gym runtime (comma-separated), ready once `GET /` answers at all
 ROOT_READY_ENV = "GYM_COMPOSE_ROOT_READY_SERVERS"
+# What a lean server image adds when an instance sets `expose_tools_over_mcp: true` (the official MCP
+# SDK, NeMo Gym 0.7's range): gym_compose.server.mcp_exposure serves /mcp with it.
+MCP_REQUIREMENT = "mcp>=1.28.1,<2"
 
 # --- config: server types, roles, the head -------------------------------------------------
 RESOURCES_SERVERS = "resources_servers"

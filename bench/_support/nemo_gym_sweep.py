@@ -144,10 +144,17 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     if server_dir.name in PULLS_GPU_STACK:
         return f"needs {PULLS_GPU_STACK[server_dir.name]}"
     requirements = server_requirements(server_dir)
+    # A judge / user simulator with no endpoint is served by the built-in mock (docs/models.md); one
+    # that is its own engine (a local vLLM, genrm_compare's genrm_model) or an endpoint the config fills is not
     extra_models = [key for key, value in config.items() if isinstance(value, dict)
-                    and "responses_api_models" in value and key != "policy_model"]
-    if extra_models:
-        return f"needs a second model server ({', '.join(extra_models)}: a judge or user simulator)"
+                    and isinstance(value.get("responses_api_models"), dict) and key != "policy_model"
+                    and "mock_model" not in value["responses_api_models"]]
+    for name in extra_models:
+        (implementation, block), = list(config[name]["responses_api_models"].items())[:1]
+        urls = [str(value) for key, value in (block or {}).items() if str(key).endswith("base_url") and value]
+        if urls:  # the config names an endpoint (a hosted judge): offline, unreachable; --model NAME=URL repoints it
+            return f"needs the model endpoint its config names for {name} ({implementation} at {urls[0]})"
+        return f"needs a second model server ({name}: {implementation}, a judge or user simulator with its own engine)"
     for path, value in walk(config):
         if path.startswith("policy_"):
             continue
@@ -155,9 +162,10 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
             return f"leaves {path} open (a key or endpoint to supply)"
         leaf = path.rsplit(".", 1)[-1]
         if "sandbox" in leaf.lower() and value not in (None, False, "", {}):
-            return "needs a sandbox provider"
+            return sandbox_reason(server_dir, config)
+        # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value and "policy" not in path.split(".")[0] \
-                and not path.startswith("policy_model"):
+                and not path.startswith("policy_model") and "." in path:
             return f"needs an external service ({path})"
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages)"
@@ -167,6 +175,46 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     if fetched:
         return f"needs the internet at build time ({', '.join(fetched)} from git/URL in [tool.uv.sources])"
     return None
+
+
+def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str:
+    """Why a sandboxed server is left out, as precisely as its config and example rows say: the task
+    images it runs (from a registry this offline machine cannot reach), else the provider alone."""
+    rows = task_images(server_dir, {})
+    if rows and all(value.endswith(".sif") for _, value in rows):
+        return (f"needs {len(rows)} Apptainer/Singularity task images (.sif files, e.g. {rows[0][1]}), "
+                "which no Docker sandbox runs")
+    if rows:
+        count = f"{len(rows)} task images" if len(rows) > 1 else "a task image"
+        return (f"needs {count} from a registry this machine cannot reach (rows' {rows[0][0]}: {rows[0][1]}"
+                + (", ..." if len(rows) > 1 else "") + ")")
+    configured = task_images(server_dir, config, rows=False)
+    if configured:
+        return f"needs the image its config names ({configured[0][0]}: {configured[0][1]}), not on this machine"
+    return "needs a sandbox provider (its config and example rows name no task image: its code picks one)"
+
+
+def task_images(server_dir: Path, config: dict[str, Any], rows: bool = True) -> list[tuple[str, str]]:
+    """(key, value) of every string under a key naming an image, in the example rows and the config."""
+    found: dict[tuple[str, str], None] = {}
+
+    def visit(node: Any, key: str = "") -> None:
+        if isinstance(node, dict):
+            for child, value in node.items():
+                visit(value, str(child))
+        elif isinstance(node, list):
+            for value in node:
+                visit(value, key)
+        elif isinstance(node, str) and node and "image" in key.lower() and not key.lower().endswith("_path"):
+            found[(key, node)] = None
+
+    examples = server_dir / "data" / "example.jsonl"
+    if rows and examples.is_file():
+        for line in examples.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                visit(json.loads(line))
+    visit(config)
+    return list(found)
 
 
 def uv_url_sources(server_dir: Path) -> list[str]:

@@ -27,11 +27,36 @@ def resolve_command(request: ConfigRequest, cwd: Path | None = None) -> None:
     if loaded.from_environment:
         names = sorted({name for expression in loaded.from_environment.values() for name in env_names(expression)})
         print(f"note: values from the host's environment ({', '.join(names)}) are shown as '****'", file=sys.stderr)
+    served = model_lines(loaded.data)
+    if served:
+        print("models (docs/models.md):", file=sys.stderr)
+        for line in served:
+            print("  " + line, file=sys.stderr)
     lines = runtime_lines(loaded.data, loaded.search_roots)
     if lines:
         print("runtimes (docs/nemo-gym-runtime.md):", file=sys.stderr)
         for line in lines:
             print("  " + line, file=sys.stderr)
+
+
+def model_lines(data: dict) -> list[str]:
+    """`instance: implementation (what answers)` for each model server instance."""
+    from gym_compose.config.constants import MODELS
+    from gym_compose.config.model_fill import MOCK, model_instances, model_references
+
+    users = model_references(data)
+    lines = []
+    for name, implementation in model_instances(data).items():
+        block = data[name][MODELS][implementation] or {}
+        urls = [str(value) for key, value in block.items() if str(key).endswith("base_url") and value]
+        model = next((block[key] for key in ("openai_model", "model") if block.get(key)), None)
+        answers = (f"the built-in mock, mode {block.get('mode', 'oracle')}" if implementation == MOCK
+                   else ", ".join(urls) + (f", model {model}" if model else "") if urls
+                   else "its own engine" + (f", model {model}" if model else ""))
+        named_by = users.get(name, [])
+        lines.append(f"{name}: {implementation} ({answers})" + (f"; named by {', '.join(named_by[:3])}" if named_by
+                                                              else ""))
+    return lines
 
 
 def runtime_lines(data: dict, roots: list[Path]) -> list[str]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, NamedTuple, Optional
 
 import typer
 
+from gym_compose.config.model_fill import is_named_model
 from gym_compose.config.request import ConfigRequest
 from gym_compose.contract import HEAD_PORT, MAX_PROJECT, PROJECT_ENV
 from gym_compose.errors import UserError
@@ -39,7 +40,12 @@ CONFIG_OPTIONS: dict[str, tuple[Any, Any]] = {
     "agent_type": (_option(Optional[list[str]], "--agent-type", metavar="NAME[/FLAVOR]", help="Agent server type NAME or NAME/FLAVOR."), None),
     "benchmark": (_option(Optional[list[str]], "--benchmark", metavar="NAME[/FLAVOR]", help="Benchmark NAME or NAME/FLAVOR; repeatable."), None),
     "environment": (_option(Optional[list[str]], "--environment", metavar="NAME[/FLAVOR]", help="Environment NAME or NAME/FLAVOR."), None),
-    "model": (_option(Optional[str], "--model", "-m", metavar="NAME", help="Sets policy_model_name."), None),
+    "model": (_option(
+        Optional[list[str]], "--model", "-m", metavar="NAME | INSTANCE=URL[,model=NAME][,api_key=KEY]",
+        help="NAME sets policy_model_name. INSTANCE=URL serves the model instance INSTANCE (a judge, a user "
+        "simulator, ...) from an OpenAI-compatible endpoint; repeatable. A model a server names that has no "
+        "endpoint is served by the built-in mock (docs/models.md).",
+    ), None),
     "model_url": (_option(Optional[str], "--model-url", metavar="URL", help="Sets policy_base_url."), None),
     "model_api_key": (_option(Optional[str], "--model-api-key", metavar="KEY", help="Sets policy_api_key (kept secret)."), None),
     "search_dir": (_option(
@@ -164,12 +170,21 @@ def _config_request(ctx: typer.Context, *, config, resources_server, model_type,
         agent_types=list(agent_type or []),
         benchmarks=list(benchmark or []),
         environments=list(environment or []),
-        model_name=model,
+        model_name=_policy_model_name(model or []),
+        named_models=[value for value in model or [] if is_named_model(value)],
         model_url=model_url,
         model_api_key=model_api_key,
         search_dirs=list(search_dir or []),
         overrides=overrides,
     )
+
+
+def _policy_model_name(values: list[str]) -> Optional[str]:
+    names = [value for value in values if not is_named_model(value)]
+    if len(names) > 1:
+        raise UserError(f"-m/--model names the policy model twice: {', '.join(names)}",
+                        hint="give one NAME (policy_model_name); other models as --model INSTANCE=URL")
+    return names[0] if names else None
 
 
 class StackFlags(NamedTuple):

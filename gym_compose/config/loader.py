@@ -11,6 +11,7 @@ validation.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +25,7 @@ from gym_compose.config.finalize import raise_on_missing, to_plain
 from gym_compose.config.host_environment import environment_paths
 from gym_compose.config.includes import ConfigEntry, LoadedFile, load_includes
 from gym_compose.config.legacy import add_legacy_environment_servers
+from gym_compose.config.model_fill import parse_named_model, serve_named_models, serve_unserved_models
 from gym_compose.config.overrides import Override, apply_overrides, parse_overrides
 from gym_compose.config.request import ConfigRequest
 from gym_compose.config.run_dirs import default_cache_dir
@@ -33,6 +35,7 @@ from gym_compose.config.yaml_files import read_config_file
 from gym_compose.errors import UserError
 
 ENV_FILE = "env.yaml"
+_INTERPOLATED_KEY = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `${judge_base_url}`: a top-level key read
 COMMAND_LINE = "the command line"
 INITIAL_CONFIG = "the initial global config dict"
 DEFAULT_MODEL_TYPE = "mock_model"
@@ -97,13 +100,18 @@ def load(request: ConfigRequest, cwd: Path | None = None) -> LoadedConfig:
     warnings += apply_directives(merged, origins)
     default_cache_dir(merged, cwd)
     raise_on_missing(merged, origins)
-    from_environment = environment_paths(OmegaConf.to_container(merged, resolve=False), os.environ)
+    interpolated = frozenset(_INTERPOLATED_KEY.findall(repr(OmegaConf.to_container(merged, resolve=False))))
+    named = [parse_named_model(text) for text in request.named_models]
+    warnings += serve_named_models(merged, named, origins)
+    warnings += serve_unserved_models(merged, named, origins)
+    raw = OmegaConf.to_container(merged, resolve=False)
+    from_environment = environment_paths(raw, os.environ)
     data = to_plain(merged)
 
     legacy_warnings = add_legacy_environment_servers(data)
     for name in data:
         origins.setdefault(name, "generated")
-    warnings += validate(data, origins)
+    warnings += validate(data, origins, interpolated)
     warnings += legacy_warnings
     return LoadedConfig(data=data, warnings=warnings, search_roots=roots, origins=origins,
                         from_environment=from_environment)

@@ -18,6 +18,8 @@ class ConfigRequest:
     model_name: str | None = None
     model_url: str | None = None
     model_api_key: str | None = None
+    # `--model INSTANCE=URL[,model=NAME][,api_key=KEY]`: other model instances (config/model_fill.py)
+    named_models: list[str] = field(default_factory=list)
     search_dirs: list[Path] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     env_file: Path | None = None  # instead of env.yaml in the working directory (NeMo Gym's dotenv_path)

@@ -18,11 +18,12 @@ from gym_compose.config.suggest import close_matches, did_you_mean
 from gym_compose.errors import UserError
 
 
-def validate(data: dict[str, Any], origins: dict[str, str]) -> list[str]:
-    """Raise UserError on the first problem; return warnings for what is merely suspicious."""
+def validate(data: dict[str, Any], origins: dict[str, str], interpolated: frozenset[str] = frozenset()) -> list[str]:
+    """Raise UserError on the first problem; return warnings for what is merely suspicious.
+    `interpolated`: top-level keys the config reads through `${key}` (NeMo Gym's `judge_base_url`), no typos."""
     warnings: list[str] = []
     for name, value in data.items():
-        if name in RESERVED_KEYS:
+        if name in RESERVED_KEYS or (name in interpolated and not isinstance(value, dict)):
             continue
         if isinstance(value, dict):
             _check_shape(name, value, _from(name, origins))

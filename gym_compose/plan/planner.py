@@ -27,6 +27,8 @@ from gym_compose.contract import (
     HEAD_ROLE,
     INFERENCE_ROLE,
     MAX_PROJECT,
+    MCP_REQUIREMENT,
+    RESOURCES_SERVERS,
     ROLE_BY_SERVER_TYPE,
     SECRET_PREFIX,
     SERVER_PORT,
@@ -38,7 +40,7 @@ from gym_compose.contract import (
 from gym_compose.errors import UserError
 from gym_compose.plan.inference_servers import LOCAL_VLLM, VLLM_PORT, inference_base_url, local_vllm_server
 from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, StackOptions, session_key_secret
-from gym_compose.plan.runtime_choice import choose_runtime
+from gym_compose.plan.runtime_choice import LEAN, choose_runtime
 from gym_compose.plan.sandbox_names import declares_sandboxes
 from gym_compose.plan.service_spec import Limits, Overrides, read_docker_block
 
@@ -89,6 +91,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         docker_block = read_docker_block(instance.name, instance.spec.get("docker"))
         source_dir = source_dir_of(instance, roots, docker_block.runtime)
         choice = choose_runtime(source_dir, docker_block.runtime, instance.server_type)
+        mcp = instance.server_type == RESOURCES_SERVERS and instance.spec.get("expose_tools_over_mcp") is True
         services.append(
             Service(
                 name=name,
@@ -102,9 +105,10 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 runtime=choice.runtime,
                 runtime_reason=choice.reason,
                 siblings=choice.siblings,
+                extra_requirements=(MCP_REQUIREMENT,) if mcp and choice.runtime == LEAN else (),
             )
         )
-        if options.publish_all or docker_block.publish:
+        if options.publish_all or docker_block.publish or mcp:  # /mcp is for harnesses outside the stack too
             services[-1].published_port = options.head_port + sum(1 for s in services if s.published_port) + 1
 
     network_config, secrets = _extract_secrets(copy.deepcopy(data))

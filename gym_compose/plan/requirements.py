@@ -35,6 +35,18 @@ def server_requirements(implementation_dir: Path) -> str:
     return "\n".join(kept) + "\n" if kept else ""
 
 
+def with_extra_requirements(requirements: str, extra: tuple[str, ...]) -> str:
+    """The folder's requirement lines plus each extra one (the plan's: `mcp` for a server serving
+    /mcp) whose package they do not name already: the folder's own pin wins."""
+    named = {_requirement_name(line) for line in requirements.splitlines() if line.strip()}
+    added = [line for line in extra if _requirement_name(line) not in named]
+    return requirements + "".join(f"{line}\n" for line in added)
+
+
+def _requirement_name(line: str) -> str:
+    return canonical_name(re.split(r"[\s<>=!~;\[@]", line.strip(), maxsplit=1)[0])
+
+
 def _installable(line: str) -> bool:
     return not _NEMO_GYM_REQUIREMENT.match(line) and "../.." not in line
 

@@ -73,6 +73,10 @@ class BaseServer(BaseModel):
     def setup_webserver(self):
         raise NotImplementedError(f"{type(self).__name__} must implement setup_webserver()")
 
+    def session_cookie_secret(self) -> str:
+        """The key that signs this server's session cookies (and its MCP session tokens)."""
+        return self._session_secret
+
     def get_session_middleware_key(self) -> str:
         return f"{type(self).__name__}___{self.config.name}"
 

@@ -16,6 +16,7 @@ from gym_compose.server.aggregation import (
     AggregateMetricsRequest,
 )
 from gym_compose.server.base import BaseServer, BaseServerConfig
+from gym_compose.server.mcp_exposure import CatchAll, McpTool
 from gym_compose.server.responses_api import Response, ResponseCreateParams
 from gym_compose.server.sessions import SESSION_ID_KEY
 
@@ -108,6 +109,17 @@ class SimpleResourcesServer(BaseServer, AggregateMetricsHooks):
 
     async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
         return BaseSeedSessionResponse()
+
+    def mcp_tools(self, harvested: list[McpTool], catchall: Optional[CatchAll]) -> Optional[list[McpTool]]:
+        """The tools `/mcp` serves (`expose_tools_over_mcp: true`): by default the typed `POST /<tool>`
+        routes. Override to leave some out, or to add tools behind the one catch-all route
+        (`harvested + [catchall.tool(name, input_schema, description)]`); None or [] serves none."""
+        return harvested
+
+    def mcp_allowed_tools_for_session(self, seed_body: dict[str, Any]) -> Optional[list[str]]:
+        """The tools one rollout's MCP token may list and call (None: all). `seed_body` is the JSON
+        body of its `/seed_session` (an Environment Server's seed: its `task_data`)."""
+        return None
 
     async def get_reverify_mode(self) -> ReverifyMode:
         return type(self.config).REVERIFY_MODE

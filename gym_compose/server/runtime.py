@@ -144,6 +144,13 @@ def finish_app(app, context: ServerContext, server: Optional[BaseServer] = None)
         if not has_root:
             router.add_route("/", _root, methods=["GET"], include_in_schema=False)
         _add_error_handlers(app, context.name)
+    if server is not None and getattr(server.config, "expose_tools_over_mcp", False):
+        from gym_compose.server.mcp_exposure import McpExposureError, expose_tools_over_mcp
+
+        try:
+            app = expose_tools_over_mcp(server, app)  # /mcp (docs/servers.md#mcp)
+        except McpExposureError as error:
+            raise ServerConfigError(str(error)) from None
     return ServerApp(app, context, server)
 
 

@@ -26,6 +26,24 @@ REPLICA_KEY = "replica"  # with several replicas: the HOST:PORT of the one holdi
 LOG = logging.getLogger("gym_compose.server.sessions")
 
 
+class SessionCookieCodec:
+    """A session dict <-> the signed value of its cookie (the middleware's, and what the MCP
+    endpoint presents when it calls a tool route for a session: gym_compose.server.mcp_exposure)."""
+
+    def __init__(self, secret_key: str):
+        self.signer = Signer(secret_key, salt="gym-compose-session")
+
+    def encode(self, session: dict) -> bytes:
+        return self.signer.sign(base64.urlsafe_b64encode(orjson.dumps(session)))
+
+    def decode(self, token: bytes) -> Optional[dict]:
+        try:
+            data = orjson.loads(base64.urlsafe_b64decode(self.signer.unsign(token.strip(b'"'))))
+        except (BadSignature, ValueError, orjson.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+
 class SessionCookieMiddleware:
     """Pure-ASGI session middleware: `request.session` is a dict that always holds a session_id.
 
@@ -37,7 +55,7 @@ class SessionCookieMiddleware:
         self.app = app
         self.cookie_name = cookie_name
         self.cookie_key = cookie_name.encode("latin-1")
-        self.signer = Signer(secret_key, salt="gym-compose-session")
+        self.codec = SessionCookieCodec(secret_key)
         self.on_session = on_session
         # One of several replicas (docs/deploy.md): sessions are stamped with it and kept there.
         self.replica = replica or os.environ.get(REPLICA_ADDRESS_ENV) or None
@@ -50,15 +68,11 @@ class SessionCookieMiddleware:
             for part in value.split(b";"):
                 key, _, token = part.strip().partition(b"=")
                 if key == self.cookie_key and token:
-                    try:
-                        data = orjson.loads(base64.urlsafe_b64decode(self.signer.unsign(token.strip(b'"'))))
-                    except (BadSignature, ValueError, orjson.JSONDecodeError):
-                        return None
-                    return data if isinstance(data, dict) else None
+                    return self.codec.decode(token)
         return None
 
     def _cookie_value(self, session: dict) -> bytes:
-        return self.signer.sign(base64.urlsafe_b64encode(orjson.dumps(session)))
+        return self.codec.encode(session)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":

@@ -93,3 +93,25 @@ def alive(pid: int) -> bool:
 
 def test_a_run_within_its_timeout_gives_its_status_and_output(tmp_path):
     assert sweep.run_bounded(["sh", "-c", "echo out; echo err >&2; exit 3"], tmp_path, timeout=30) == (3, "out\nerr\n")
+
+
+def test_a_judge_the_mock_serves_no_longer_excludes_but_its_own_engine_does(tmp_path):
+    folder = tmp_path / "judged"
+    folder.mkdir()
+    mocked = {"x": {"resources_servers": {"x": {}}},
+              "judge_model": {"responses_api_models": {"mock_model": {"mode": "plain"}}}}
+    assert sweep.exclusion(folder, mocked) is None
+    engine = {**mocked, "genrm_model": {"responses_api_models": {"genrm_model": {"model": "m"}}}}
+    assert "genrm_model" in (sweep.exclusion(folder, engine) or "")
+
+
+def test_a_sandboxed_server_is_excluded_naming_the_task_images_it_needs(tmp_path):
+    folder = tmp_path / "swe_thing"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "example.jsonl").write_text(
+        '{"image_ref": "docker.io/team/task:one"}\n{"image_ref": "docker.io/team/task:two"}\n')
+    config = {"swe_thing": {"resources_servers": {"swe_thing": {"sandbox_provider": "sandbox"}}}}
+    assert sweep.exclusion(folder, config) == ("needs 2 task images from a registry this machine cannot reach "
+                                               "(rows' image_ref: docker.io/team/task:one, ...)")
+    (folder / "data" / "example.jsonl").write_text('{"q": 1}\n')
+    assert "name no task image" in (sweep.exclusion(folder, config) or "")

@@ -14,7 +14,7 @@ def test_independent_server_images_are_built_at_once_and_each_folder_once(monkey
     running, most, calls = 0, 0, []
     lock = threading.Lock()
 
-    def fake_server_image(folder, base_tag, progress=print):
+    def fake_server_image(folder, base_tag, progress=print, extra_requirements=()):
         nonlocal running, most
         with lock:
             running += 1

@@ -22,8 +22,9 @@ def build_stack_images(stack: Stack, progress: Callable[[str], None] = print,
     from gym_compose.engine.images.lean_images import expected_tags
 
     pinned = pinned or {}
-    lean = [service.source_dir for service in stack.services if service.name not in pinned and service.image is None
-            and service.source_dir is not None and service.runtime != NEMO_GYM]
+    lean = [(service.source_dir, service.extra_requirements) for service in stack.services
+            if service.name not in pinned and service.image is None and service.source_dir is not None
+            and service.runtime != NEMO_GYM]
     with inspected_together([] if "base" in pinned else expected_tags(lean)):
         return _stack_images(stack, progress, pinned)
 
@@ -53,8 +54,9 @@ def _stack_images(stack: Stack, progress: Callable[[str], None], pinned: dict[st
                                            runtime, progress=progress))
             service_builds[service.name] = key
         else:
-            key = (service.source_dir.resolve(), LEAN)
-            builds.setdefault(key, partial(ensure_server_image, key[0], base, progress=progress))
+            key = (service.source_dir.resolve(), LEAN, service.extra_requirements)
+            builds.setdefault(key, partial(ensure_server_image, key[0], base, progress=progress,
+                                           extra_requirements=service.extra_requirements))
             service_builds[service.name] = key
     built = _in_parallel(builds)
     images = {"base": base, **{service.name: built[service_builds[service.name]] if service.name in service_builds

@@ -44,7 +44,7 @@ from gym_compose.engine.images.native_build import (
 from gym_compose.engine.images.wheelhouse import ensure_wheelhouse, pinned_versions
 from gym_compose.errors import UserError
 from gym_compose.paths import PROJECT_ROOT
-from gym_compose.plan.requirements import native_requirements, server_requirements
+from gym_compose.plan.requirements import native_requirements, server_requirements, with_extra_requirements
 
 Progress = Callable[[str], None]
 
@@ -179,10 +179,11 @@ def _ensure_base_venv(settings: ImageSettings, inputs: BaseInputs, parent: Paren
     return ensure_built(tag, settings, progress, "base venv image", build)
 
 
-def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progress = print) -> str:
+def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progress = print,
+                        extra_requirements: tuple[str, ...] = ()) -> str:
     """Tag of `gym-compose/<impl>:<hash>`: the base plus the implementation folder at /srv/server
-    and the packages of its requirements.txt (and of native-requirements.txt, compiled in a build
-    stage); built when missing."""
+    and the packages of its requirements.txt and `extra_requirements` (the plan's, e.g. `mcp` for a
+    server serving /mcp), and of native-requirements.txt, compiled in a build stage; built when missing."""
     settings = ImageSettings.from_env()
     implementation_dir = Path(implementation_dir)
     if not implementation_dir.is_dir():
@@ -194,7 +195,8 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
     builder = None
     if native:  # the folder's native-* files are in the tree already; the build image is not
         builder = _native_builder(settings, is_offline_base(base_tag, settings), progress)
-    tag, files, requirements, dockerfile = _server_recipe(implementation_dir, base_tag, settings, native, builder)
+    tag, files, requirements, dockerfile = _server_recipe(implementation_dir, base_tag, settings, native, builder,
+                                                          extra_requirements)
 
     def build(context: Path) -> None:
         offline = is_offline_base(base_tag, settings)  # asked only for a build: the tag does not depend on it
@@ -229,11 +231,11 @@ def ensure_server_image(implementation_dir: Path, base_tag: str, progress: Progr
 
 
 def _server_recipe(implementation_dir: Path, base_tag: str, settings: ImageSettings, native: str,
-                   builder: dict | None) -> tuple[str, list[Path], str, str]:
+                   builder: dict | None, extra_requirements: tuple[str, ...] = ()) -> tuple[str, list[Path], str, str]:
     """A server image's tag (a hash of everything that goes into it), its files, requirements and
     recipe; `builder`: the build stage's image, for one with native requirements."""
     files = tree_files(implementation_dir, skip=SERVER_SKIPPED)
-    requirements = server_requirements(implementation_dir)
+    requirements = with_extra_requirements(server_requirements(implementation_dir), extra_requirements)
     dockerfile = (DOCKER_DIR / "server-native.Dockerfile").read_text() if native else \
         SERVER_REQUIREMENTS_SCRIPT.read_text() if requirements else PLAIN_SERVER_RECIPE
     digest = (
@@ -249,7 +251,7 @@ def _server_recipe(implementation_dir: Path, base_tag: str, settings: ImageSetti
         requirements, dockerfile
 
 
-def expected_tags(implementation_dirs: Iterable[Path]) -> list[str]:
+def expected_tags(implementation_dirs: Iterable[Path | tuple[Path, tuple[str, ...]]]) -> list[str]:
     """The images `ensure_base_image` and then `ensure_server_image` for these folders will ask the
     engine about, as far as they are known without asking it: for `inspected_together`, one engine
     call for all. The base is the offline one (what it is with GYM_COMPOSE_OFFLINE set, or the
@@ -259,9 +261,10 @@ def expected_tags(implementation_dirs: Iterable[Path]) -> list[str]:
     settings = ImageSettings.from_env()
     base = BaseInputs.read().tag(settings.image_prefix, debian_python_tag(settings), offline=True)
     tags = ([] if settings.offline else [settings.public_base]) + [base]
-    for folder in dict.fromkeys(Path(d) for d in implementation_dirs):
+    wanted = [(Path(d[0]), d[1]) if isinstance(d, tuple) else (Path(d), ()) for d in implementation_dirs]
+    for folder, extra in dict.fromkeys(wanted):
         if folder.is_dir() and not native_requirements(folder):
-            tags.append(_server_recipe(folder, base, settings, "", None)[0])
+            tags.append(_server_recipe(folder, base, settings, "", None, extra)[0])
     return tags
 
 

@@ -54,6 +54,7 @@ from starlette.routing import Route
 from gym_compose.net.web import json_response, read_json_object
 from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.mock_gate import GATE_PATH, CallGate
+from gym_compose.server.models.mock_structured import structured_answer
 from gym_compose.server.models.mock_swe import offers_coding_tools, swe_turn
 from gym_compose.server.task_header import TASK_HEADER, decode_task_header
 
@@ -404,8 +405,9 @@ class MockModel(BaseServer):
                 for index, (name, arguments) in enumerate(plan.calls)
             ]
         else:
+            text = structured_answer(body) or plan.text  # a judge asking for JSON gets JSON (mock_structured.py)
             output = [{"type": "message", "id": f"msg_{key}", "role": "assistant", "status": "completed",
-                       "content": [{"type": "output_text", "text": plan.text, "annotations": []}]}]
+                       "content": [{"type": "output_text", "text": text, "annotations": []}]}]
         input_tokens, output_tokens = _tokens(items), _tokens(output)
         return json_response({
             "id": f"resp_{key}", "object": "response", "created_at": 0.0, "model": MOCK_MODEL_NAME,
@@ -441,7 +443,7 @@ class MockModel(BaseServer):
             ]
             finish_reason = "tool_calls"
         else:
-            message["content"] = plan.text
+            message["content"] = structured_answer(body) or plan.text  # a judge asking for JSON gets JSON
             finish_reason = "stop"
         prompt_tokens, completion_tokens = _tokens(messages), _tokens(message)
         return json_response({

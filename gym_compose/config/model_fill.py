@@ -1,0 +1,196 @@
+"""Every model instance a config names gets a server (docs/models.md#every-model-a-config-names).
+
+Run on the merged config, after `???` values were refused and before interpolations resolve:
+
+- `--model INSTANCE=URL[,model=NAME][,api_key=KEY]` (repeatable) points INSTANCE at an
+  OpenAI-compatible endpoint: an `openai_model` / `vllm_model` block (or one with `*base_url`,
+  `*api_key`, `*model` keys) gets those values; an instance no config defines, or a mock, becomes
+  an `openai_model` block;
+- a model instance a server refers to (`{type: responses_api_models, name: X}`: a judge, a reward
+  model, a user simulator) that no config defines, or whose endpoint is unset (its `*base_url` is
+  null, empty, or interpolates a key nobody set, as NeMo Gym's judge blocks read
+  `${judge_base_url}` from env.yaml), is served by the built-in mock model (mode `plain`: a fixed
+  answer, never a tool call), with one notice each saying how to point it at a real model.
+
+`policy_model` keeps its own rules (config/loader.py: the default mock, `--model-url`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationKeyError, InterpolationResolutionError
+
+from gym_compose.config.constants import MODELS, RESERVED_KEYS, SERVER_TYPES
+from gym_compose.errors import UserError
+
+POLICY_MODEL = "policy_model"
+MOCK = "mock_model"
+MOCK_MODE = "plain"
+ENDPOINT_MODEL = "openai_model"
+NAMED_MODEL_FORM = "INSTANCE=URL[,model=NAME][,api_key=KEY]"
+GENERATED = "generated (mock for an unserved model)"
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    """One `--model INSTANCE=URL[,model=NAME][,api_key=KEY]`."""
+
+    instance: str
+    url: str
+    model: Optional[str] = None
+    api_key: Optional[str] = None
+
+
+def is_named_model(text: str) -> bool:
+    return "=" in text
+
+
+def parse_named_model(text: str) -> NamedModel:
+    instance, _, rest = text.partition("=")
+    parts = rest.split(",")
+    url, options = parts[0].strip(), parts[1:]
+    hint = f"write --model {NAMED_MODEL_FORM}, e.g. --model judge_model=http://host:8000/v1,model=Qwen/Qwen3-8B"
+    if not instance.strip() or not url:
+        raise UserError(f"--model {text!r}: an instance name and a URL are needed", hint=hint)
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"--model {text!r}: {url!r} is not an http(s) URL", hint=hint)
+    fields: dict[str, str] = {}
+    for option in options:
+        key, equals, value = option.partition("=")
+        if not equals or key.strip() not in ("model", "api_key"):
+            raise UserError(f"--model {text!r}: {option!r} is not model=NAME or api_key=KEY", hint=hint)
+        fields[key.strip()] = value.strip()
+    return NamedModel(instance.strip(), url, fields.get("model"), fields.get("api_key"))
+
+
+def model_instances(config: dict[str, Any]) -> dict[str, str]:
+    """Top-level instance -> its implementation, for every model server instance."""
+    found = {}
+    for key, value in config.items():
+        if key in RESERVED_KEYS or not isinstance(value, dict) or not isinstance(value.get(MODELS), dict):
+            continue
+        implementations = list(value[MODELS])
+        if implementations:
+            found[str(key)] = str(implementations[0])
+    return found
+
+
+def model_references(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Model instance name -> the server blocks that refer to it (`instance.key.path`)."""
+    found: dict[str, list[str]] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == MODELS and isinstance(node.get("name"), str):
+                found.setdefault(node["name"], []).append(path)
+                return
+            for key, value in node.items():
+                walk(value, f"{path}.{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, f"{path}[{index}]")
+
+    for key, value in config.items():
+        if key in RESERVED_KEYS or not isinstance(value, dict):
+            continue
+        for server_type in SERVER_TYPES:
+            implementations = value.get(server_type)
+            if isinstance(implementations, dict):
+                for implementation, block in implementations.items():
+                    walk(block, f"{key}.{server_type}.{implementation}")
+    return found
+
+
+def serve_named_models(merged: DictConfig, named: list[NamedModel], origins: dict[str, str]) -> list[str]:
+    """Apply each `--model INSTANCE=URL...`; returns one line each for the notices."""
+    lines = []
+    raw = _raw(merged)
+    defined = model_instances(raw)
+    for entry in named:
+        implementation = defined.get(entry.instance)
+        block = merged[entry.instance][MODELS][implementation] if implementation and implementation != MOCK else None
+        if block is None:
+            merged[entry.instance] = OmegaConf.create({MODELS: {ENDPOINT_MODEL: {
+                "entrypoint": "app.py", "openai_base_url": entry.url, "openai_api_key": entry.api_key or "EMPTY",
+                "openai_model": entry.model or entry.instance}}})
+            implementation = ENDPOINT_MODEL
+        else:
+            keys = [str(key) for key in block.keys()]
+            prefix = "openai_" if implementation == ENDPOINT_MODEL else ""
+            _set(block, keys, "base_url", entry.url, prefix)
+            if entry.api_key is not None or _unresolvable(block, _key_like(keys, "api_key")):
+                _set(block, keys, "api_key", entry.api_key or "EMPTY", prefix)
+            if entry.model is not None or _unresolvable(block, _key_like(keys, "model")):
+                _set(block, keys, "model", entry.model or entry.instance, prefix)
+        origins[entry.instance] = "--model"
+        lines.append(f"notice: {entry.instance} is served by {implementation} at {entry.url} (--model)")
+    return lines
+
+
+def serve_unserved_models(merged: DictConfig, named: list[NamedModel], origins: dict[str, str]) -> list[str]:
+    """The built-in mock for each referenced model instance that is undefined or has no endpoint."""
+    raw = _raw(merged)
+    defined = model_instances(raw)
+    given = {entry.instance for entry in named} | {POLICY_MODEL}
+    notices = []
+    for name, users in sorted(model_references(raw).items()):
+        if name in given or (name not in defined and name in raw):  # another server type: validate names it
+            continue
+        why: Optional[str] = "no config defines it"
+        if name in defined:
+            why = _unset_endpoint(merged[name][MODELS][defined[name]])
+            if why is None:
+                continue
+        merged[name] = OmegaConf.create({MODELS: {MOCK: {"entrypoint": "app.py", "mode": MOCK_MODE}}})
+        origins[name] = GENERATED
+        notices.append(
+            f"notice: {name} (named by {', '.join(users[:2])}{' ...' if len(users) > 2 else ''}) has no endpoint "
+            f"({why}), so the built-in mock model serves it (a fixed answer, mode {MOCK_MODE}); for a real one pass "
+            f"--model {name}=URL[,model=NAME][,api_key=KEY], or set the keys its config reads (e.g. judge_base_url, "
+            "judge_api_key, judge_model_name) in env.yaml (docs/models.md)")
+    return notices
+
+
+def _raw(merged: DictConfig) -> dict[str, Any]:
+    raw = OmegaConf.to_container(merged, resolve=False)
+    assert isinstance(raw, dict)
+    return {str(key): value for key, value in raw.items()}
+
+
+def _unset_endpoint(block: Any) -> Optional[str]:
+    if not isinstance(block, DictConfig):
+        return None
+    urls = [str(key) for key in block.keys() if str(key).endswith("base_url")]
+    for key in urls:
+        node = block._get_node(key)
+        expression = node._value() if node is not None else None
+        try:
+            value = block[key]
+        except (InterpolationKeyError, InterpolationResolutionError):
+            return f"{key}: {expression} is not set"
+        if value is None or value == "" or value == []:
+            return f"{key} is {'empty' if value is not None else 'null'}" + (
+                f" ({expression})" if isinstance(expression, str) and "${" in expression else "")
+    return None
+
+
+def _key_like(keys: list[str], suffix: str) -> Optional[str]:
+    exact = [key for key in keys if key == suffix or key.endswith("_" + suffix)]
+    return exact[0] if exact else None
+
+
+def _set(block: DictConfig, keys: list[str], suffix: str, value: str, prefix: str) -> None:
+    block[_key_like(keys, suffix) or prefix + suffix] = value
+
+
+def _unresolvable(block: DictConfig, key: Optional[str]) -> bool:
+    if key is None:
+        return False
+    try:
+        value = block[key]
+    except (InterpolationKeyError, InterpolationResolutionError):
+        return True
+    return value is None
