@@ -84,7 +84,9 @@ def wait_healthy(container: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while not healthy(container):
         if time.monotonic() > deadline:
-            sys.exit(f"{container} did not become healthy again within {timeout:.0f} s")
+            health = subprocess.run(["docker", "inspect", "-f", "{{json .State}}", container],
+                                    capture_output=True, text=True, timeout=60).stdout
+            sys.exit(f"{container} did not become healthy again within {timeout:.0f} s: {health[-2000:]}")
         time.sleep(0.5)
 
 
@@ -153,6 +155,10 @@ def main() -> None:
                 continue
             if cli.returncode == 0:
                 break
+            # a healthcheck that timed out on a loaded machine makes --no-serve refuse the resume:
+            # every server healthy again first (the run's own refusal is right, the bench waits)
+            for service in services:
+                wait_healthy(f"{args.project}-{service}-1")
             print(f"round {round_number + 1}: exit {cli.returncode} without a fault:\n"
                   f"{log.read_text(errors='replace')[-2000:]}", flush=True)
             unfaulted_failures += 1
