@@ -1,5 +1,7 @@
 """Does a registry hold an image, and how large is it compressed? Asked through the registry's
-HTTP API (the distribution spec's `GET /v2/<name>/manifests/<reference>`), concurrently, with the
+HTTP API (the distribution spec's `HEAD /v2/<name>/manifests/<reference>`, then a GET of the
+manifest for its size, except on Docker Hub, whose rate limit counts manifest GETs as pulls and
+HEADs not), concurrently, with the
 host's `docker login` credentials (registry_login.py) and the token flow registries such as Docker
 Hub use (a `WWW-Authenticate: Bearer realm=...` challenge answered at its realm). Plain HTTP is
 tried where the engine would pull that way (a loopback or `insecure-registries` host).
@@ -59,7 +61,7 @@ class ImageReference:
 class ManifestAnswer:
     image: str
     found: Optional[bool]  # False: the registry has no such tag or digest; None: it could not be told
-    compressed_bytes: Optional[int] = None  # the layers and config of the linux/amd64 image
+    compressed_bytes: Optional[int] = None  # the layers and config of the linux/amd64 image; None: not asked
     problem: str = ""  # why not found, or why it could not be told
     needs_login: bool = False  # the registry asked for credentials the host has not (or refused them)
 
@@ -82,7 +84,7 @@ class ManifestClient:
 
         ref = ImageReference.parse(image)
         try:
-            answer = self._get(ref, ref.reference)
+            answer = self._get(ref, ref.reference, "HEAD")
             if answer.status_code == 404:
                 return ManifestAnswer(image, False, problem=f"{ref.registry} has no {ref.repository}:"
                                       f"{ref.reference}" if not ref.reference.startswith("sha256:")
@@ -95,7 +97,9 @@ class ManifestClient:
                                       needs_login=True)
             if answer.status_code != 200:
                 return ManifestAnswer(image, None, problem=f"{ref.registry} answered HTTP {answer.status_code}")
-            return ManifestAnswer(image, True, compressed_bytes=self._size(ref, answer.json()))
+            if ref.registry == DOCKER_HUB:  # Docker Hub counts a manifest GET as a pull (its rate limit), not a HEAD
+                return ManifestAnswer(image, True)
+            return ManifestAnswer(image, True, compressed_bytes=self._size(ref, self._get(ref, ref.reference).json()))
         except (httpx.HTTPError, ValueError) as error:
             return ManifestAnswer(image, None, problem=f"{ref.registry}: {type(error).__name__}: {error}")
 
@@ -120,17 +124,17 @@ class ManifestClient:
         parts = [*(manifest.get("layers") or []), manifest.get("config") or {}]
         return sum(int(part.get("size") or 0) for part in parts)
 
-    def _get(self, ref: ImageReference, reference: str) -> "httpx.Response":
+    def _get(self, ref: ImageReference, reference: str, method: str = "GET") -> "httpx.Response":
         url = f"{self._scheme(ref.api_host)}://{ref.api_host}/v2/{ref.repository}/manifests/{reference}"
         headers = {"Accept": MANIFEST_TYPES}
         token = self._tokens.get((ref.api_host, ref.repository))
         if token:
             headers["Authorization"] = token
-        answer = self.http.get(url, headers=headers)
+        answer = self.http.request(method, url, headers=headers)
         if answer.status_code == 401:
             token = self._authorize(ref, answer.headers.get("www-authenticate", ""))
             if token:
-                answer = self.http.get(url, headers={**headers, "Authorization": token})
+                answer = self.http.request(method, url, headers={**headers, "Authorization": token})
         return answer
 
     def _authorize(self, ref: ImageReference, challenge: str) -> Optional[str]:

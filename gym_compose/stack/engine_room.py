@@ -39,7 +39,9 @@ def check_engine_room(stack: "Stack", to_pull: "ImagesToPull", room: Optional[Ca
     memory, cores, free = found
     if to_pull.count and free is not None:
         need = to_pull.pull_bytes
-        say(f"disk: {to_pull.count} image(s) to pull, {need / 1e9:.2f} GB compressed (about "
+        unsized = (f" for the {to_pull.count - to_pull.unsized} whose size was asked (Docker Hub's are not: it counts "
+                   "manifest reads as pulls)") if to_pull.unsized else ""
+        say(f"disk: {to_pull.count} image(s) to pull, {need / 1e9:.2f} GB compressed{unsized} (about "
             f"{need * UNPACKED_FACTOR / 1e9:.1f} GB unpacked); the engine's data root has {free / 1e9:.1f} GB free")
         if need > free:
             raise UserError(f"the {to_pull.count} task image(s) this run pulls are {need / 1e9:.1f} GB compressed, "

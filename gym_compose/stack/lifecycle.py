@@ -120,7 +120,8 @@ def build_command(args: StackArgs, pull: Optional["PullOptions"] = None) -> dict
         from gym_compose.engine.images.build_context import image_exists
         from gym_compose.engine.images.task_pulls import pull_task_images
 
-        report = pull_task_images(list(to_pull.sizes), to_pull.sizes, pull.parallel, say, image_exists)
+        sizes = {image: size for image, size in to_pull.sizes.items() if size is not None}
+        report = pull_task_images(list(to_pull.sizes), sizes, pull.parallel, say, image_exists)
         problems = [f"{image}: {why}" for image, why in sorted(report.failed.items())]
         problems += [f"{image}: not in its registry" for image in sorted(to_pull.skipped)]
         if problems:

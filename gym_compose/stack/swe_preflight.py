@@ -137,11 +137,16 @@ class ImagesToPull:
     compressed bytes of those the broker will pull."""
 
     skipped: set[str]
-    sizes: dict[str, int] = field(default_factory=dict)  # image the engine lacks -> its compressed bytes
+    sizes: dict[str, Optional[int]] = field(default_factory=dict)  # image the engine lacks -> compressed bytes
 
     @property
     def pull_bytes(self) -> int:
-        return sum(self.sizes.values())
+        """Of the images whose size the registry told."""
+        return sum(size for size in self.sizes.values() if size is not None)
+
+    @property
+    def unsized(self) -> int:
+        return sum(size is None for size in self.sizes.values())
 
     @property
     def count(self) -> int:
@@ -150,11 +155,14 @@ class ImagesToPull:
 
 def ask_registries(images: list[str]) -> dict[str, "ManifestAnswer"]:
     """Each image's manifest, asked of its registry with the host's `docker login` (concurrently)."""
+    from functools import lru_cache
+
     from gym_compose.engine.engine_info import insecure_registry
     from gym_compose.engine.registry_login import registry_credentials
     from gym_compose.engine.registry_manifests import ManifestClient
 
-    return ManifestClient(registry_credentials, insecure_registry).ask_all(images)
+    # once per registry, not per image: a credential helper is a process to start
+    return ManifestClient(lru_cache(maxsize=None)(registry_credentials), insecure_registry).ask_all(images)
 
 
 def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Optional[Path] = None,
@@ -202,7 +210,7 @@ def check_pulled_images(data: dict[str, Any], roots: list[Path], input_file: Opt
 
 
 def registry_problems(verifier: PulledImages, absent: list[str], manifests: Manifests,
-                      skip_missing: bool = False) -> tuple[list[str], list[str], dict[str, int]]:
+                      skip_missing: bool = False) -> tuple[list[str], list[str], dict[str, Optional[int]]]:
     """Ask the registry for each image the engine lacks: (problems, the images it does not have,
     the compressed sizes of those it has).
     A missing image is a problem unless `skip_missing`; a login the registry wants always is."""
@@ -217,8 +225,10 @@ def registry_problems(verifier: PulledImages, absent: list[str], manifests: Mani
     not_there = sorted(image for image, answer in answers.items() if answer.found is False)
     locked = sorted({image_registry(image) for image, answer in answers.items() if answer.needs_login})
     unknown = [answer for answer in answers.values() if answer.found is None and not answer.needs_login]
-    sizes = {image: answer.compressed_bytes or 0 for image, answer in answers.items() if answer.found}
-    say(f"  {len(sizes)} found ({sum(sizes.values()) / 1e9:.2f} GB to pull), {len(not_there)} missing"
+    sizes = {image: answer.compressed_bytes for image, answer in answers.items() if answer.found}
+    known = [size for size in sizes.values() if size is not None]
+    unasked = f"; the size of {len(sizes) - len(known)} not asked" if len(known) < len(sizes) else ""
+    say(f"  {len(sizes)} found ({sum(known) / 1e9:.2f} GB to pull{unasked}), {len(not_there)} missing"
         + (f", {len(unknown)} not told" if unknown else "") + f" ({time.monotonic() - began:.1f} s)")
     for answer in unknown[:3]:
         say(f"  warning: {answer.image}: {answer.problem}; its rollouts fail if the broker cannot pull it")

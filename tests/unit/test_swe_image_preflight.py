@@ -234,3 +234,20 @@ def test_build_pull_pulls_what_the_engine_lacks_a_few_at_a_time_and_lists_failur
     assert lines[0] == "pulling 3 task image(s) (1.50 GB compressed), 2 at a time; 1 already on the engine"
     assert any("pulled reg.example/x:a in" in line and "of 1.50 GB" in line for line in lines)
     assert "pull --quiet reg.example/x:here" not in calls()  # resumable: what is there is not pulled again
+
+
+def test_docker_hub_is_asked_by_head_only_and_the_disk_line_says_so(capsys):
+    methods: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        methods.append(f"{request.method} {request.url.host}{request.url.path}")
+        return httpx.Response(200, json={"layers": [{"size": 5}]})
+
+    client = ManifestClient(lambda registry: None, lambda host: False, httpx.Client(transport=httpx.MockTransport(handle)))
+    answer = client.ask("jefzda/sweap-images:t")
+    assert answer == ManifestAnswer("jefzda/sweap-images:t", True, None)  # no GET: Docker Hub counts those as pulls
+    assert [m for m in methods if "/manifests/" in m] == ["HEAD registry-1.docker.io/v2/jefzda/sweap-images/manifests/t"]
+    check_engine_room(stack_of(loaded_pro()), ImagesToPull(set(), {"a": 1_000_000_000, "b": None}),
+                      room=lambda: (64 * GIB, 8, 100_000_000_000))
+    assert "disk: 2 image(s) to pull, 1.00 GB compressed for the 1 whose size was asked (Docker Hub's are not" in \
+        capsys.readouterr().err
