@@ -223,3 +223,22 @@ async def test_a_failed_set_up_fails_the_waiting_sessions_and_the_next_one_retri
         assert len(attempts) == 2 and broker.live() == [retried.sandbox_id]
     finally:
         await retried.stop()
+
+
+@run_async
+async def test_a_release_reports_what_the_sandbox_cost(broker):
+    sandbox = await AsyncSandbox().start()
+    assert sandbox.cost is None
+    for _ in range(3):
+        await sandbox.exec("true")
+    await sandbox.stop()
+    assert sandbox.cost["commands"] == 3 and sandbox.cost["leased_s"] > 0
+    assert "cpu_s" not in sandbox.cost  # the fake engine has no stats: left out, not zero
+
+
+def test_cost_figures_from_one_engine_stats_reading():
+    from gym_compose.sandbox.broker.ledger import usage_of
+
+    reading = {"cpu_stats": {"cpu_usage": {"total_usage": 2_500_000_000}}, "memory_stats": {"max_usage": 7 << 20}}
+    assert usage_of(reading) == {"cpu_s": 2.5, "peak_memory_bytes": 7 << 20}
+    assert usage_of({"cpu_stats": {}, "memory_stats": {"usage": 5}}) == {}  # cgroup v2: no high-water mark

@@ -131,3 +131,15 @@ def test_a_failing_server_is_named_and_its_metrics_computed_here(capsys):
     assert "env_a answered /aggregate_metrics with 500 (compute_metrics exploded)" in capsys.readouterr().err
     assert entries[0]["agent_metrics"]["pass@2/accuracy"] == 100.0  # the default pass@k, rows being repeated
     assert entries[0]["agent_metrics"]["mean_across_repeats/mean/reward"] == 0.5
+
+
+def test_a_cost_block_is_averaged_and_summed_per_agent():
+    from gym_compose.metrics.agent_metrics import aggregate_metrics
+
+    rows = [{"_ng_task_index": 0, "_ng_rollout_index": i, "agent_ref": {"name": "a"}, "reward": 1.0,
+             "cost": {"sandbox_leased_s": 2.0 * (i + 1), "sandbox_commands": i + 1}} for i in range(2)]
+    (entry,) = aggregate_metrics(rows)
+    metrics = entry["agent_metrics"]
+    assert metrics["mean/cost.sandbox_leased_s"] == 3.0 and metrics["sum/cost.sandbox_leased_s"] == 6.0
+    assert metrics["sum/cost.sandbox_commands"] == 3 and metrics["max/cost.sandbox_commands"] == 2.0
+    assert entry["group_level_metrics"][0]["mean/cost.sandbox_commands"] == 1.5
