@@ -242,3 +242,18 @@ def test_cost_figures_from_one_engine_stats_reading():
     reading = {"cpu_stats": {"cpu_usage": {"total_usage": 2_500_000_000}}, "memory_stats": {"max_usage": 7 << 20}}
     assert usage_of(reading) == {"cpu_s": 2.5, "peak_memory_bytes": 7 << 20}
     assert usage_of({"cpu_stats": {}, "memory_stats": {"usage": 5}}) == {}  # cgroup v2: no high-water mark
+
+
+@run_async
+async def test_kubernetes_says_snapshots_and_pause_are_not_possible_there():
+    from gym_compose.sandbox.broker.kubernetes_backend import KubernetesBackend
+
+    backend = KubernetesBackend(api_url="http://127.0.0.1:9", namespace="ns", token="", owners={})
+    try:
+        with pytest.raises(Unsupported, match="Kubernetes API cannot commit a pod's filesystem"):
+            await backend.commit("pod", "repo", "tag", {})
+        with pytest.raises(Unsupported, match="no pause for a pod's containers"):
+            await backend.pause("pod")
+        assert await backend.stats("pod") == {} and await backend.images(["x"]) == []
+    finally:
+        await backend.http.aclose()
