@@ -257,3 +257,42 @@ async def test_kubernetes_says_snapshots_and_pause_are_not_possible_there():
         assert await backend.stats("pod") == {} and await backend.images(["x"]) == []
     finally:
         await backend.http.aclose()
+
+
+@run_async
+async def test_the_clis_broker_call_script_speaks_the_api_with_the_project_secret(broker, tmp_path):
+    """The script `gym-compose sandbox snapshot|fork|...` runs inside the broker's container
+    (engine/targets/sandbox_containers.py), here against the loopback broker."""
+    import asyncio
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gym_compose.engine.targets.sandbox_containers import BROKER_CALL, BROKER_CALL_TIMEOUT_S
+    from tests.protocol.conftest import BROKER_SECRET
+
+    secret = tmp_path / "secret"
+    secret.write_text(BROKER_SECRET)
+    port = int(os.environ["GYM_COMPOSE_SANDBOX_BROKER"].rsplit(":", 1)[1])
+    script = BROKER_CALL % (str(secret), port, BROKER_CALL_TIMEOUT_S)
+
+    def call(method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        done = subprocess.run([sys.executable, "-c", script, method, path, json.dumps(body) if body else ""],
+                              capture_output=True, text=True, timeout=60)
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        return answer["status"], json.loads(answer["body"])
+
+    sandbox = await AsyncSandbox().start()
+    try:
+        status, taken = await asyncio.to_thread(call, "POST", f"/v1/sandboxes/{sandbox.sandbox_id}/snapshot")
+        assert status == 201 and taken["source"] == sandbox.sandbox_id
+        status, forked = await asyncio.to_thread(call, "POST", f"/v1/snapshots/{taken['snapshot_id']}/fork", {"n": 2})
+        assert status == 201 and len(forked["forks"]) == 2
+        status, refused = await asyncio.to_thread(call, "POST", f"/v1/sandboxes/{sandbox.sandbox_id}/restore",
+                                                  {"snapshot": "snap-missing"})
+        assert status == 404 and "no snapshot" in refused["error"]
+        status, listed = await asyncio.to_thread(call, "GET", "/v1/snapshots")
+        assert status == 200 and [s["snapshot_id"] for s in listed["snapshots"]] == [taken["snapshot_id"]]
+    finally:
+        await sandbox.stop()
