@@ -164,7 +164,7 @@ def test_the_ledger_matches_the_engines_own_figures(sandbox_image, tmp_path):
     from gym_compose.sandbox.policy import ExecRequest, LeaseRequest
 
     project = f"{PROJECT_PREFIX}-ledger-{tmp_path.name[-6:]}".lower()
-    burn = ("python3 -c \"import time\nx = bytearray(64 << 20)\nt = time.process_time()\n"
+    burn = ("python3 -c \"import time\nx = b'x' * (64 << 20)\nt = time.process_time()\n"
             "while time.process_time() - t < 1.0: pass\"")
     counter = ("if [ -r /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then cat /sys/fs/cgroup/cpuacct/cpuacct.usage; "
                "else awk '/^usage_usec/ {print $2 * 1000}' /sys/fs/cgroup/cpu.stat; fi")
