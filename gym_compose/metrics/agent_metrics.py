@@ -28,11 +28,17 @@ def agent_of(row: dict[str, Any]) -> str:
     return str(row.get("_ng_environment_server") or UNNAMED_AGENT)
 
 
+COST_KEY = "cost"  # a rollout's cost block (docs/sandboxes.md#what-a-rollout-cost): cost.KEY columns
+
+
 def numeric_fields(result: dict[str, Any]) -> dict[str, float | int]:
-    """The numbers NeMo Gym profiles: top-level fields, then response.usage; bools as ints."""
+    """The numbers NeMo Gym profiles: top-level fields, then response.usage; bools as ints; then
+    gym-compose's `cost` block as `cost.KEY`."""
     usage = (result.get("response") or {}).get("usage") or {}
+    cost = result.get(COST_KEY)
+    costs = {f"{COST_KEY}.{k}": v for k, v in cost.items()} if isinstance(cost, dict) else {}
     fields: dict[str, float | int] = {}
-    for key, value in {**result, **usage}.items():
+    for key, value in {**result, **usage, **costs}.items():
         if key.startswith("_"):
             continue
         if isinstance(value, bool):
@@ -68,6 +74,19 @@ def describe(records: list[dict[str, float | int]]) -> dict[str, float]:
         for key, value in computed[stat].items()
         if value is not None and not math.isnan(value)
     }
+
+
+def cost_sums(results: list[dict[str, Any]]) -> dict[str, float]:
+    """`sum/cost.KEY` over the rollouts that have it: what the agent's rollouts cost in all."""
+    sums: dict[str, float] = {}
+    for result in results:
+        cost = result.get(COST_KEY)
+        if not isinstance(cost, dict):
+            continue
+        for key, value in cost.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                sums[f"sum/{COST_KEY}.{key}"] = sums.get(f"sum/{COST_KEY}.{key}", 0) + value
+    return sums
 
 
 def _sample_std(values: list[float]) -> float | None:
@@ -154,6 +173,7 @@ def aggregate_metrics(
     for agent in sorted(by_agent, key=lambda name: min(sortable_rollout_key(r) for r in by_agent[name])):
         agent_results = by_agent[agent]
         agent_metrics = describe([numeric_fields(r) for r in agent_results])
+        agent_metrics.update(cost_sums(agent_results))
         by_task: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         for result in agent_results:
             by_task[result[TASK_INDEX]].append(result)

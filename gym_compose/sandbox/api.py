@@ -45,6 +45,9 @@ class AsyncSandbox:
         self._closed = False
         self._connected = False
         self.pty = SandboxPty()
+        # after stop(): what the sandbox cost, from the broker (gym-compose): leased_s, commands,
+        # cpu_s, peak_memory_bytes (docs/sandboxes.md#what-a-rollout-cost); None before or elsewhere
+        self.cost: Optional[dict[str, Any]] = None
 
     @property
     def sandbox_id(self) -> Optional[str]:
@@ -201,6 +204,8 @@ class AsyncSandbox:
         if self._handle is not None and not self._stopped:
             await self._provider.close(self._handle)
             self._stopped = True
+            raw = self._handle.raw if isinstance(self._handle.raw, dict) else {}
+            self.cost = raw.get("cost") if isinstance(raw.get("cost"), dict) else None
         if self._owns_provider:
             await self._provider.aclose()
         self._closed = True

@@ -219,6 +219,13 @@ class BrokerProvider:
         if response.status not in (200, 404, 410):
             raise SandboxError(
                 f"release of {handle.sandbox_id} failed (HTTP {response.status}): {self._error(response)}")
+        if response.status == 200 and isinstance(handle.raw, dict):
+            try:
+                cost = response.json().get("cost")
+            except (ValueError, AttributeError):
+                cost = None
+            if isinstance(cost, dict):
+                handle.raw["cost"] = cost  # what the sandbox cost (AsyncSandbox.cost)
 
     # -- gym-compose's extensions: snapshot, fork, restore; NeMo Gym's pause and resume ----------
 

@@ -45,6 +45,21 @@ class PythonSandboxVerifyRequest(BaseVerifyRequest):
 
 class PythonSandboxVerifyResponse(PythonSandboxVerifyRequest, BaseVerifyResponse):
     answered: Optional[str] = None
+    cost: Optional[dict[str, Any]] = None  # what the rollout cost (docs/sandboxes.md#what-a-rollout-cost)
+
+
+def rollout_cost(sandbox: Optional[AsyncSandbox], usage: Any) -> dict[str, Any]:
+    """The rollout's `cost` block: the broker's figures for its sandbox (gym-compose's broker
+    only: `AsyncSandbox.cost`), the model's tokens from the response's usage."""
+    cost: dict[str, Any] = {}
+    sandbox_cost = getattr(sandbox, "cost", None)
+    if isinstance(sandbox_cost, dict):
+        cost.update({f"sandbox_{key}": value for key, value in sandbox_cost.items()})
+    for key in ("input_tokens", "output_tokens"):
+        value = getattr(usage, key, None)
+        if isinstance(value, int):
+            cost[f"model_{key}"] = value
+    return cost
 
 
 class SandboxFailure(RuntimeError):
@@ -126,7 +141,8 @@ class PythonSandboxServer(SimpleResourcesServer):
                 text = "".join(getattr(part, "text", "") for part in item.content)
         answered = final_answer(text)
         return PythonSandboxVerifyResponse(**body.model_dump(), answered=answered,
-                                           reward=float(same_answer(answered, body.expected_answer)))
+                                           reward=float(same_answer(answered, body.expected_answer)),
+                                           cost=rollout_cost(lease.sandbox if lease else None, body.response.usage))
 
     async def release_session_value(self, value: Any) -> None:
         await self._give_back(value)

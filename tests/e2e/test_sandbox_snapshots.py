@@ -156,3 +156,32 @@ def test_down_removes_the_snapshots_a_killed_broker_left(sandbox_image, tmp_path
     finally:
         for image in snapshot_images(project):
             run("docker", "image", "rm", "-f", image, timeout=120)
+
+
+def test_the_ledger_matches_the_engines_own_figures(sandbox_image, tmp_path):
+    """cpu_s against the sandbox cgroup's own CPU counter read inside it just before the release
+    (tolerance: +1 s for what runs after the reading), peak memory against a 64 MiB allocation."""
+    from gym_compose.sandbox.policy import ExecRequest, LeaseRequest
+
+    project = f"{PROJECT_PREFIX}-ledger-{tmp_path.name[-6:]}".lower()
+    burn = ("python3 -c \"import time\nx = b'x' * (64 << 20)\nt = time.process_time()\n"
+            "while time.process_time() - t < 1.0: pass\"")
+    counter = ("if [ -r /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then cat /sys/fs/cgroup/cpuacct/cpuacct.usage; "
+               "else awk '/^usage_usec/ {print $2 * 1000}' /sys/fs/cgroup/cpu.stat; fi")
+
+    async def scenario():
+        pool = opened_pool(project, sandbox_image)
+        await pool.open()
+        try:
+            sandbox, _ = await pool.lease("s", LeaseRequest())
+            assert (await pool.exec(sandbox, ExecRequest(command=burn)))["return_code"] == 0
+            read = await pool.exec(sandbox, ExecRequest(command=counter))
+            return int(float(read["stdout"])) / 1e9, await pool.release(sandbox)
+        finally:
+            await pool.close()
+
+    inside_s, cost = asyncio.run(scenario())
+    assert cost["commands"] == 2 and cost["leased_s"] >= 1.0
+    assert inside_s >= 1.0 and inside_s <= cost["cpu_s"] <= inside_s + 1.0, (inside_s, cost)
+    if "peak_memory_bytes" in cost:  # cgroup v1 engines report it
+        assert 64 << 20 <= cost["peak_memory_bytes"] <= 256 << 20

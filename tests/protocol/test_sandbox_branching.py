@@ -223,3 +223,76 @@ async def test_a_failed_set_up_fails_the_waiting_sessions_and_the_next_one_retri
         assert len(attempts) == 2 and broker.live() == [retried.sandbox_id]
     finally:
         await retried.stop()
+
+
+@run_async
+async def test_a_release_reports_what_the_sandbox_cost(broker):
+    sandbox = await AsyncSandbox().start()
+    assert sandbox.cost is None
+    for _ in range(3):
+        await sandbox.exec("true")
+    await sandbox.stop()
+    assert sandbox.cost["commands"] == 3 and sandbox.cost["leased_s"] > 0
+    assert "cpu_s" not in sandbox.cost  # the fake engine has no stats: left out, not zero
+
+
+def test_cost_figures_from_one_engine_stats_reading():
+    from gym_compose.sandbox.broker.ledger import usage_of
+
+    reading = {"cpu_stats": {"cpu_usage": {"total_usage": 2_500_000_000}}, "memory_stats": {"max_usage": 7 << 20}}
+    assert usage_of(reading) == {"cpu_s": 2.5, "peak_memory_bytes": 7 << 20}
+    assert usage_of({"cpu_stats": {}, "memory_stats": {"usage": 5}}) == {}  # cgroup v2: no high-water mark
+
+
+@run_async
+async def test_kubernetes_says_snapshots_and_pause_are_not_possible_there():
+    from gym_compose.sandbox.broker.kubernetes_backend import KubernetesBackend
+
+    backend = KubernetesBackend(api_url="http://127.0.0.1:9", namespace="ns", token="", owners={})
+    try:
+        with pytest.raises(Unsupported, match="Kubernetes API cannot commit a pod's filesystem"):
+            await backend.commit("pod", "repo", "tag", {})
+        with pytest.raises(Unsupported, match="no pause for a pod's containers"):
+            await backend.pause("pod")
+        assert await backend.stats("pod") == {} and await backend.images(["x"]) == []
+    finally:
+        await backend.http.aclose()
+
+
+@run_async
+async def test_the_clis_broker_call_script_speaks_the_api_with_the_project_secret(broker, tmp_path):
+    """The script `gym-compose sandbox snapshot|fork|...` runs inside the broker's container
+    (engine/targets/sandbox_containers.py), here against the loopback broker."""
+    import asyncio
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gym_compose.engine.targets.sandbox_containers import BROKER_CALL, BROKER_CALL_TIMEOUT_S
+    from tests.protocol.conftest import BROKER_SECRET
+
+    secret = tmp_path / "secret"
+    secret.write_text(BROKER_SECRET)
+    port = int(os.environ["GYM_COMPOSE_SANDBOX_BROKER"].rsplit(":", 1)[1])
+    script = BROKER_CALL % (str(secret), port, BROKER_CALL_TIMEOUT_S)
+
+    def call(method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        done = subprocess.run([sys.executable, "-c", script, method, path, json.dumps(body) if body else ""],
+                              capture_output=True, text=True, timeout=60)
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        return answer["status"], json.loads(answer["body"])
+
+    sandbox = await AsyncSandbox().start()
+    try:
+        status, taken = await asyncio.to_thread(call, "POST", f"/v1/sandboxes/{sandbox.sandbox_id}/snapshot")
+        assert status == 201 and taken["source"] == sandbox.sandbox_id
+        status, forked = await asyncio.to_thread(call, "POST", f"/v1/snapshots/{taken['snapshot_id']}/fork", {"n": 2})
+        assert status == 201 and len(forked["forks"]) == 2
+        status, refused = await asyncio.to_thread(call, "POST", f"/v1/sandboxes/{sandbox.sandbox_id}/restore",
+                                                  {"snapshot": "snap-missing"})
+        assert status == 404 and "no snapshot" in refused["error"]
+        status, listed = await asyncio.to_thread(call, "GET", "/v1/snapshots")
+        assert status == 200 and [s["snapshot_id"] for s in listed["snapshots"]] == [taken["snapshot_id"]]
+    finally:
+        await sandbox.stop()

@@ -61,7 +61,8 @@ async def test_a_granted_sandbox_is_usable_by_another_server_but_released_only_b
             assert (await client.delete(f"/v1/sandboxes/{sandbox_id}", headers=granted)).status_code == 403
             assert engine.live_names() == [sandbox_id]
             released = await client.delete(f"/v1/sandboxes/{sandbox_id}", headers=headers("verifier"))
-            assert released.json() == {"released": True} and engine.live_names() == []
+            assert released.json()["released"] is True and engine.live_names() == []
+            assert released.json()["cost"]["commands"] == 1  # the grant holder's command is in the owner's ledger
     finally:
         await pool.close()
 

@@ -157,3 +157,15 @@ def test_the_end_of_run_metrics_read_rollouts_without_their_heavy_fields(tmp_pat
     assert len(finished) == 2000 and finished[0]["reward"] == 1.0  # the row written twice counts once, the first
     assert finished[0]["response"] == {"usage": {"input_tokens": 3, "output_tokens": 4}}
     assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MiB held while reading 80 MB of rollouts"
+
+
+def test_a_cost_block_is_averaged_and_summed_per_agent():
+    from gym_compose.metrics.agent_metrics import aggregate_metrics
+
+    rows = [{"_ng_task_index": 0, "_ng_rollout_index": i, "agent_ref": {"name": "a"}, "reward": 1.0,
+             "cost": {"sandbox_leased_s": 2.0 * (i + 1), "sandbox_commands": i + 1}} for i in range(2)]
+    (entry,) = aggregate_metrics(rows)
+    metrics = entry["agent_metrics"]
+    assert metrics["mean/cost.sandbox_leased_s"] == 3.0 and metrics["sum/cost.sandbox_leased_s"] == 6.0
+    assert metrics["sum/cost.sandbox_commands"] == 3 and metrics["max/cost.sandbox_commands"] == 2.0
+    assert entry["group_level_metrics"][0]["mean/cost.sandbox_commands"] == 1.5

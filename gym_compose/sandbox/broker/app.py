@@ -4,7 +4,7 @@
                                              -> 201 {sandbox_id, image, workdir, warm, start_s}
     GET    /v1/sandboxes                     the caller's live sandboxes (the project secret: all of them)
     GET    /v1/sandboxes/{id}                status
-    DELETE /v1/sandboxes/{id}                release: the sandbox is destroyed
+    DELETE /v1/sandboxes/{id}                release: the sandbox is destroyed -> {released, cost}
     POST   /v1/sandboxes/{id}/exec           run a command (ExecRequest)
                                              -> {return_code, stdout, stderr, error_type, ...}
     PUT    /v1/sandboxes/{id}/files?path=P   write the body to P (&mode=octal)
@@ -160,8 +160,7 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
             sandbox = pool.get(server, sandbox_id)
         except SandboxGone:
             return json_response({"released": False, "reason": pool.tombstones.get(sandbox_id)})
-        await pool.release(sandbox)
-        return json_response({"released": True})
+        return json_response({"released": True, "cost": await pool.release(sandbox)})
 
     async def run(request: Request, server: Optional[str]) -> Response:
         sandbox = sandbox_of(request, server)

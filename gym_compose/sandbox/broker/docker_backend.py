@@ -132,7 +132,7 @@ class DockerBackend:
         await self.call(self.api.unpause, container_id)
 
     async def stats(self, container_id: str) -> dict[str, Any]:
-        return await self.call(self.api.stats, container_id, stream=False)
+        return await self.call(self.api.stats, container_id, stream=False, one_shot=True)
 
     async def exec_run(self, container_id: str, argv: list[str], workdir: Optional[str],
                        environment: dict[str, str]) -> tuple[int, bytes, bytes]:

@@ -35,6 +35,7 @@ from gym_compose.sandbox.broker.broker_errors import (
 from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
 from gym_compose.sandbox.broker.death import death_reason
 from gym_compose.sandbox.broker.launch import closed_ports_helper, container_config, container_name
+from gym_compose.sandbox.broker.ledger import sandbox_cost
 from gym_compose.sandbox.broker.sandbox_io import SandboxIO
 from gym_compose.sandbox.broker.sandboxes import Limits, Sandbox, default_limits
 from gym_compose.sandbox.broker.snapshots import Snapshot, Snapshots
@@ -176,7 +177,7 @@ class SandboxPool:
         sandbox.env = {**policy.env, **(snapshot.env if snapshot else {}), **request.env}
         sandbox.metadata = {**policy.metadata, **request.metadata}
         sandbox.ttl_s = min(request.ttl_s or policy.ttl_s, policy.ttl_s)
-        sandbox.last_used = time.monotonic()
+        sandbox.last_used = sandbox.leased_at = time.monotonic()
         sandbox.workdir = request.workdir or (snapshot.workdir if snapshot else policy.workdir)
         if request.workdir and request.workdir != policy.workdir:
             made = await self.exec(sandbox, ExecRequest(command=f"mkdir -p -- '{request.workdir}'", cwd="/"))
@@ -227,8 +228,11 @@ class SandboxPool:
         sandbox.started = started
         sandbox.state = "leased"
 
-    async def release(self, sandbox: Sandbox) -> None:
+    async def release(self, sandbox: Sandbox) -> dict[str, Any]:
+        """Destroy it; returns what it cost (ledger.py), read just before."""
+        cost = await sandbox_cost(self.backend, sandbox)
         await self.destroy(sandbox, "released")
+        return cost
 
     def list(self, server: Optional[str] = None) -> list[dict[str, Any]]:
         return [s.describe() for s in self.sandboxes.values() if server is None or s.server == server]
@@ -417,6 +421,7 @@ class SandboxPool:
 
     async def exec(self, sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
         _not_paused(sandbox)
+        sandbox.commands += 1
         return await self.io.exec(sandbox, request)
 
     async def write_file(self, sandbox: Sandbox, path: str, data: bytes, mode: Optional[int], chunk: int) -> int:

@@ -53,12 +53,14 @@ class Sandbox:
     cpus: Optional[float] = None  # the lease's own limits (None: the plan's), kept for forks and restores
     memory_bytes: Optional[int] = None
     forked_from: Optional[str] = None  # the snapshot it started from
+    leased_at: float = 0.0  # monotonic, at the lease (ledger.py)
+    commands: int = 0
 
     def describe(self) -> dict[str, Any]:
         return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
                 "created_at": self.created_at, "age_s": round(time.monotonic() - self.started, 3),
                 "session": self.metadata.get("session"), "metadata": self.metadata, "workdir": self.workdir,
-                "memory": self.policy.memory, "forked_from": self.forked_from}
+                "memory": self.policy.memory, "forked_from": self.forked_from, "commands": self.commands}
 
 
 def oom_reason(policy: SandboxPolicy) -> str:

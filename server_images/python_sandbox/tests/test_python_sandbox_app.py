@@ -45,11 +45,14 @@ class LocalSandbox:
 
     async def stop(self):
         self.stopped = True
+        self.cost = {"leased_s": 1.5, "commands": 1, "cpu_s": 0.25}  # what the broker reports
         LocalSandbox.live.remove(self)
 
 
 def final_text(text):
-    return {"id": "r", "created_at": 0, "model": "m", "object": "response", "parallel_tool_calls": True,
+    return {"usage": {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+            "id": "r", "created_at": 0, "model": "m", "object": "response", "parallel_tool_calls": True,
             "tool_choice": "auto", "tools": [], "output": [
                 {"type": "message", "id": "m", "role": "assistant", "status": "completed",
                  "content": [{"type": "output_text", "text": text, "annotations": []}]}]}
@@ -78,6 +81,8 @@ def test_tool_runs_the_code_and_verify_scores_and_gives_the_sandbox_back(monkeyp
     tool, verify = scenario(monkeypatch)
     assert tool.json() == {"return_code": 0, "stdout": "24133\n", "stderr": ""}
     assert verify.status_code == 200 and verify.json()["reward"] == 1.0 and verify.json()["answered"] == "24133"
+    assert verify.json()["cost"] == {"sandbox_leased_s": 1.5, "sandbox_commands": 1, "sandbox_cpu_s": 0.25,
+                                     "model_input_tokens": 12, "model_output_tokens": 5}
     assert LocalSandbox.live == []
 
 
