@@ -28,15 +28,16 @@ def ci_benchmark(project: str, out: Path, *args: str) -> subprocess.CompletedPro
 def test_the_ci_script_fails_the_job_when_a_run_falls_below_its_baseline(project, tmp_path):
     base = ci_benchmark(project, tmp_path / "base")
     assert base.returncode == 0, (base.stdout + base.stderr)[-4000:]
-    baseline = tmp_path / "base" / "candidate"
-    assert len(read_jsonl(baseline / "rollouts.jsonl")) == 5
+    baseline = tmp_path / "base"
+    (run,) = baseline.glob("candidate-*")
+    assert len(read_jsonl(run / "rollouts.jsonl")) == 5
     assert "<html" in (tmp_path / "base" / "report.html").read_text()[:2000].lower()
 
-    held = ci_benchmark(project, tmp_path / "held", str(baseline))
+    held = ci_benchmark(project, tmp_path / "held", str(run))  # the run folder itself
     assert held.returncode == 0, (held.stdout + held.stderr)[-4000:]
     assert "thresholds held: mean/reward (tolerance 0.05)" in held.stderr
 
-    worse = ci_benchmark(project, tmp_path / "worse", str(baseline), "--",
+    worse = ci_benchmark(project, tmp_path / "worse", str(baseline), "--",  # the OUT_DIR holding it
                          "++policy_model.responses_api_models.mock_model.mode=adversary")
     assert worse.returncode == 1, (worse.stdout + worse.stderr)[-4000:]
     assert "run B fell below run A" in worse.stderr and "mean/reward fell from 1 (A) to 0 (B)" in worse.stderr
