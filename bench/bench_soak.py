@@ -84,9 +84,16 @@ def wait_healthy(container: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while not healthy(container):
         if time.monotonic() > deadline:
-            health = subprocess.run(["docker", "inspect", "-f", "{{json .State}}", container],
-                                    capture_output=True, text=True, timeout=60).stdout
-            sys.exit(f"{container} did not become healthy again within {timeout:.0f} s: {health[-2000:]}")
+            project = container.rsplit("-", 2)[0]
+            for name in subprocess.run(["docker", "ps", "-a", "--filter", f"label={PROJECT_LABEL}={project}",
+                                        "--format", "{{.Names}}"], capture_output=True, text=True,
+                                       timeout=60).stdout.split():
+                state = subprocess.run(["docker", "inspect", "-f", "{{json .State}}", name],
+                                       capture_output=True, text=True, timeout=60).stdout
+                logs = subprocess.run(["docker", "logs", "--tail", "30", name], capture_output=True, text=True,
+                                      timeout=60)
+                print(f"--- {name}: {state[-1500:]}\n{(logs.stdout + logs.stderr)[-3000:]}", flush=True)
+            sys.exit(f"{container} did not become healthy again within {timeout:.0f} s")
         time.sleep(0.5)
 
 
