@@ -90,8 +90,14 @@ def _collect(routing: RoutingTable, options: CollectOptions, progress: ProgressC
 
     metrics = None
     if not options.disable_aggregation:
+        # A stopped run is resumed later: its servers are not sent every rollout so far (a body
+        # that grows with the run: at 75,000 rollouts it got a 512 MiB resources server OOM-killed
+        # at each stop, bench/bench_soak.py); the metrics are computed here until the run is whole.
+        if stop.requested:
+            print("collect: the run stopped early: its metrics are computed here, without the servers'"
+                  " compute_metrics (they are asked once the run is complete)", file=sys.stderr)
         metrics = aggregate_through_servers(finished_for_metrics(paths.rollouts), rows, routing,
-                                            repeated=options.num_repeats > 1)
+                                            repeated=options.num_repeats > 1, ask_servers=not stop.requested)
         write_atomically(paths.aggregate_metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
     results.sort(key=sortable_rollout_key)
     return CollectResult(total=len(rows), succeeded=tracker.done, failed=len(rows) - tracker.done,

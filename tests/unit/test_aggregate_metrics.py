@@ -169,3 +169,15 @@ def test_a_cost_block_is_averaged_and_summed_per_agent():
     assert metrics["mean/cost.sandbox_leased_s"] == 3.0 and metrics["sum/cost.sandbox_leased_s"] == 6.0
     assert metrics["sum/cost.sandbox_commands"] == 3 and metrics["max/cost.sandbox_commands"] == 2.0
     assert entry["group_level_metrics"][0]["mean/cost.sandbox_commands"] == 1.5
+
+
+def test_without_asking_the_servers_every_entry_is_computed_here():
+    """A stopped run (resumed later) does not post every rollout so far to its servers."""
+    results = [rollout("x", 0, 0, 1.0), rollout("y", 1, 0, 0.0), rollout("x", 2, 0, 0.0)]
+
+    def post(url, body):
+        raise AssertionError(f"asked {url}")
+
+    entries = aggregate_through_servers(results, results, routing_table_from_config(CONFIG), repeated=False,
+                                        post=post, ask_servers=False)
+    assert [entry["agent_metrics"]["mean/reward"] for entry in entries] == [0.5, 0.0]
