@@ -140,6 +140,7 @@ def main() -> None:
         peak = dict(memory_start)
         started = time.monotonic()
         unfaulted_failures = 0
+        unprompted_deaths: collections.Counter = collections.Counter()
         for round_number in range(args.max_rounds):
             resume = ["--resume"] if round_number else []
             log = work / f"round-{round_number + 1}.log"
@@ -165,7 +166,15 @@ def main() -> None:
             # a healthcheck that timed out on a loaded machine makes --no-serve refuse the resume:
             # every server healthy again first (the run's own refusal is right, the bench waits)
             for service in services:
-                wait_healthy(f"{args.project}-{service}-1")
+                container = f"{args.project}-{service}-1"
+                state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{.State.OOMKilled}}",
+                                        container], capture_output=True, text=True, timeout=60).stdout.split()
+                if state and state[0] == "false":  # died by itself: said, counted, restarted
+                    print(f"round {round_number + 1}: {service} had exited by itself"
+                          f"{' (out of memory)' if state[1] == 'true' else ''}", flush=True)
+                    unprompted_deaths[service] += 1
+                    subprocess.run(["docker", "start", container], capture_output=True, timeout=120)
+                wait_healthy(container)
             print(f"round {round_number + 1}: exit {cli.returncode} without a fault:\n"
                   f"{log.read_text(errors='replace')[-2000:]}", flush=True)
             unfaulted_failures += 1
@@ -188,6 +197,7 @@ def main() -> None:
               f"without a cause: {nameless}")
         print(f"rollouts/s     {len(set(keys)) / elapsed:.1f} over {elapsed:.0f} s with faults "
               f"({len(set(keys)) / elapsed / baseline_rate:.2f} x the unfaulted baseline)")
+        print(f"died unkilled  {dict(unprompted_deaths) or 'none'}")
         print("memory (MiB)   container: start -> peak before a fault -> end (restarts)")
         for name in sorted(set(memory_start) | set(memory_end)):
             print(f"  {name:45} {memory_start.get(name, 0):7.1f} -> {peak.get(name, 0):7.1f} -> "
