@@ -43,6 +43,8 @@ class ProgressDisplay:
         elif time.monotonic() - self.last_print > PLAIN_EVERY_SECONDS or progress.get("finished"):
             sys.stderr.write(line + "\n")
             self.last_print = time.monotonic()
+        else:
+            return  # not shown: the last line shown stays the one to compare with (the final one is shown)
         self.last_line = line
 
     def close(self) -> None:
