@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.e2e import run_rows
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, run_rows
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 
 def test_a_judge_server_runs_with_the_mock_judge(nemo_gym_checkout, project, tmp_path):

@@ -11,10 +11,10 @@ import json
 import httpx
 import pytest
 
-from tests.support.e2e import free_port, gym_compose, labelled
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, free_port, gym_compose, labelled
 from tests.support.mcp_client import call_tool, list_tools, seed_with_token
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 
 def resources_url(head_port: int, instance: str) -> str:
