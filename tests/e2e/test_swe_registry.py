@@ -25,7 +25,9 @@ from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import CLI, REPO, free_port, gym_compose, labelled, read_jsonl
 from tests.support.registry import LoopbackRegistry, docker_config_dir, start_registry
 
-pytestmark = pytest.mark.docker
+# the first test builds the swebench_mini task images when no earlier module has (in file order this one
+# comes before test_swebench.py): minutes on a fresh 2-core machine
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
 MINI_ROWS = REPO / "benchmarks" / "swebench_mini" / "data" / "swebench_mini.jsonl"
 TASKS = ("intervals_merge", "leap_year_century", "pager_last_page")  # the last one by digest
