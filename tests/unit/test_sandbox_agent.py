@@ -88,7 +88,8 @@ def test_a_background_child_does_not_hold_the_answer(agent):
 
 def test_a_background_child_that_writes_forever_does_not_hold_the_answer(agent):
     started = time.monotonic()
-    answer = agent.call("exec", command="yes & echo started", max_output_bytes=1000)
+    # the foreground writes past the cap itself, so `truncated` does not hang on how soon `yes` runs
+    answer = agent.call("exec", command="head -c 5000 /dev/zero; yes & echo started", max_output_bytes=1000)
     assert answer["return_code"] == 0 and answer["truncated"] and time.monotonic() - started < 10
 
 
