@@ -18,6 +18,7 @@ from urllib.parse import quote, urlsplit
 from gym_compose.contract import CONFIG_PATH_ENV
 from gym_compose.contract import SANDBOX_BROKER_ENV as BROKER_ENV
 from gym_compose.contract import SANDBOX_TOKEN_FILE_ENV as TOKEN_FILE_ENV
+from gym_compose.net.incarnation import caller_headers
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER
 from gym_compose.sandbox.types import (
     SandboxCreateError,
@@ -80,7 +81,7 @@ class BrokerProvider:
                 "`sandbox_provider`) block in its config, and run it with gym-compose (see docs/sandboxes.md)")
         parts = urlsplit(broker if "://" in broker else f"http://{broker}")
         return parts.hostname or "sandbox-broker", parts.port or 8000, {
-            "Authorization": f"Bearer {token}", SERVER_HEADER: server}
+            "Authorization": f"Bearer {token}", SERVER_HEADER: server, **caller_headers()}
 
     async def _request(self, method: str, path: str, *, json: Any = None, content: Optional[bytes] = None,
                        timeout: Optional[float] = None, handle: Optional[SandboxHandle] = None):

@@ -7,6 +7,8 @@ works unchanged.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import secrets
 from typing import Any, ClassVar, Optional
@@ -14,7 +16,10 @@ from typing import Any, ClassVar, Optional
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from gym_compose.contract import SESSION_KEY_FILE_ENV
+from gym_compose.net.incarnation import Incarnations
 from gym_compose.server.sessions import SessionCookieMiddleware, SessionState
+
+LOG = logging.getLogger("gym_compose.server")
 
 
 class ServerRef(BaseModel):
@@ -46,6 +51,8 @@ class BaseServer(BaseModel):
     session_idle_timeout_seconds: ClassVar[float] = 3600.0
 
     _session_secret: str = PrivateAttr(default_factory=lambda: _session_key())
+    _callers: Incarnations = PrivateAttr(default_factory=Incarnations)
+    _caller_reaps: set = PrivateAttr(default_factory=set)
 
     @model_validator(mode="after")
     def _make_session_state_reapable(self):
@@ -91,9 +98,21 @@ class BaseServer(BaseModel):
             on_session=self._touch_session,
         )
 
-    def _touch_session(self, session_id: str) -> None:
+    def _touch_session(self, session_id: str, caller: Optional[str] = None) -> None:
         for state in self.session_states():
             state.touch(session_id)
+        restarted = self._callers.observe(caller)
+        if restarted is not None and self.session_states():
+            task = asyncio.get_running_loop().create_task(self._release_sessions_of(restarted))
+            self._caller_reaps.add(task)
+            task.add_done_callback(self._caller_reaps.discard)
+
+    async def _release_sessions_of(self, caller: str) -> None:
+        """A caller's container restarted: nobody will close the sessions its earlier start opened."""
+        released = [session for state in self.session_states() for session in await state.reap_caller(caller)]
+        if released:
+            LOG.warning("gave back %d sessions opened by %s, which has restarted since (its rollouts are lost)",
+                        len(released), caller)
 
     async def on_startup(self) -> None:
         for state in self.session_states():

@@ -23,6 +23,7 @@ from gym_compose.net.http_client import (
     PeerTimeout,
     error_cause,
 )
+from gym_compose.net.incarnation import caller_headers
 from gym_compose.server.context import instance_address
 from gym_compose.server.time_budget import call_timeout
 
@@ -59,7 +60,7 @@ class PeerClient:
     ) -> HttpResponse:
         host, port = self.address(server_name)
         timeout = call_timeout(timeout or self.http.timeout)
-        headers = {**(headers or {}), TIME_LEFT_HEADER: f"{timeout:.3f}"}
+        headers = {**caller_headers(), **(headers or {}), TIME_LEFT_HEADER: f"{timeout:.3f}"}
         deadline = None
         delay = 0.05
         while True:

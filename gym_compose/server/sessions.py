@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import logging
 import os
 import time
@@ -19,11 +20,15 @@ import orjson
 from itsdangerous import BadSignature, Signer
 
 from gym_compose.contract import REPLICA_ADDRESS_ENV
+from gym_compose.net.incarnation import CALLER_HEADER
 from gym_compose.server.session_forwarding import SessionForwarder, was_forwarded
 
 SESSION_ID_KEY = "session_id"
 REPLICA_KEY = "replica"  # with several replicas: the HOST:PORT of the one holding the session's state
 LOG = logging.getLogger("gym_compose.server.sessions")
+# The caller of the request being served (gym_compose/net/incarnation.py): a session set now is held for it.
+CURRENT_CALLER: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("gym_compose_caller", default=None)
+_CALLER_KEY = CALLER_HEADER.encode("latin-1")
 
 
 class SessionCookieCodec:
@@ -51,7 +56,7 @@ class SessionCookieMiddleware:
     """
 
     def __init__(self, app, cookie_name: str, secret_key: str,
-                 on_session: Optional[Callable[[str], None]] = None, replica: Optional[str] = None):
+                 on_session: Optional[Callable[[str, Optional[str]], None]] = None, replica: Optional[str] = None):
         self.app = app
         self.cookie_name = cookie_name
         self.cookie_key = cookie_name.encode("latin-1")
@@ -61,15 +66,19 @@ class SessionCookieMiddleware:
         self.replica = replica or os.environ.get(REPLICA_ADDRESS_ENV) or None
         self.forwarder = SessionForwarder() if self.replica else None
 
-    def _read_cookie(self, scope) -> Optional[dict]:
+    def _read_headers(self, scope) -> tuple[Optional[dict], Optional[str]]:
+        """The session in the request's cookie, and the caller it names (x-gym-compose-caller)."""
+        session, caller = None, None
         for name, value in scope.get("headers", ()):
-            if name != b"cookie":
-                continue
-            for part in value.split(b";"):
-                key, _, token = part.strip().partition(b"=")
-                if key == self.cookie_key and token:
-                    return self.codec.decode(token)
-        return None
+            if name == _CALLER_KEY:
+                caller = value.decode("latin-1")
+            elif name == b"cookie" and session is None:
+                for part in value.split(b";"):
+                    key, _, token = part.strip().partition(b"=")
+                    if key == self.cookie_key and token:
+                        session = self.codec.decode(token)
+                        break
+        return session, caller
 
     def _cookie_value(self, session: dict) -> bytes:
         return self.codec.encode(session)
@@ -77,7 +86,7 @@ class SessionCookieMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        session = self._read_cookie(scope)
+        session, caller = self._read_headers(scope)
         is_new = session is None or not session.get(SESSION_ID_KEY)
         owner = None if is_new or session is None else session.get(REPLICA_KEY)
         if self.forwarder is not None and owner and owner != self.replica and not was_forwarded(scope):
@@ -88,8 +97,9 @@ class SessionCookieMiddleware:
                 session[REPLICA_KEY] = self.replica
         original = dict(session)
         scope["session"] = session
+        CURRENT_CALLER.set(caller)
         if self.on_session is not None:
-            self.on_session(session[SESSION_ID_KEY])
+            self.on_session(session[SESSION_ID_KEY], caller)
 
         async def send_with_cookie(message):
             if message["type"] == "http.response.start" and (is_new or session != original):
@@ -105,6 +115,8 @@ class SessionState(MutableMapping[str, Any]):
 
     Every read or write of a session refreshes it. `on_reap(session_id, value)` (sync or async)
     releases what a reaped session held. Reaping runs from `start_reaper()` (once the loop runs).
+    A session set while serving a caller that names itself is held for that caller:
+    `reap_caller(caller)` gives back all of one caller's sessions at once.
     """
 
     def __init__(self, idle_timeout: float = 3600.0,
@@ -113,6 +125,7 @@ class SessionState(MutableMapping[str, Any]):
         self.on_reap = on_reap
         self._values: dict[str, Any] = {}
         self._touched: dict[str, float] = {}
+        self._callers: dict[str, str] = {}
         self._reaper: Optional[asyncio.Task] = None
 
     def touch(self, session_id: str) -> None:
@@ -127,10 +140,14 @@ class SessionState(MutableMapping[str, Any]):
     def __setitem__(self, session_id: str, value: Any) -> None:
         self._values[session_id] = value
         self._touched[session_id] = time.monotonic()
+        caller = CURRENT_CALLER.get()
+        if caller:
+            self._callers[session_id] = caller
 
     def __delitem__(self, session_id: str) -> None:
         del self._values[session_id]
         self._touched.pop(session_id, None)
+        self._callers.pop(session_id, None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -146,20 +163,28 @@ class SessionState(MutableMapping[str, Any]):
 
     async def reap_idle(self) -> list[str]:
         cutoff = time.monotonic() - self.idle_timeout
-        expired = [session_id for session_id, touched in self._touched.items() if touched < cutoff]
-        for session_id in expired:
+        expired = await self._reap([session_id for session_id, touched in self._touched.items() if touched < cutoff])
+        if expired:
+            LOG.info("reaped %d idle sessions", len(expired))
+        return expired
+
+    async def reap_caller(self, caller: str) -> list[str]:
+        """Give back every session held for `caller` (a start of a container that has restarted since)."""
+        return await self._reap([session_id for session_id, held in self._callers.items() if held == caller])
+
+    async def _reap(self, session_ids: list[str]) -> list[str]:
+        for session_id in session_ids:
             value = self._values.pop(session_id, None)
             self._touched.pop(session_id, None)
+            self._callers.pop(session_id, None)
             if self.on_reap is not None:
                 try:
                     result = self.on_reap(session_id, value)
                     if asyncio.iscoroutine(result):
                         await result
                 except Exception:  # noqa: BLE001 - a failed release must not stop the reaper
-                    LOG.exception("releasing idle session %s failed", session_id)
-        if expired:
-            LOG.info("reaped %d idle sessions", len(expired))
-        return expired
+                    LOG.exception("releasing session %s failed", session_id)
+        return session_ids
 
     def start_reaper(self) -> None:
         if self._reaper is None or self._reaper.done():

@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 
+from gym_compose.net.incarnation import CALLER_HEADER
 from gym_compose.sandbox.broker.app import build_app
 from gym_compose.sandbox.broker.broker_errors import NoCapacity, Refused, SandboxGone, StartFailed
 from gym_compose.sandbox.broker.pool import SandboxPool
@@ -267,5 +268,39 @@ async def test_code_that_garbles_the_agents_stream_kills_only_its_own_sandbox(tm
         with pytest.raises(SandboxGone, match="garbled its agent's stream"):
             pool.get("coder", victim.id)
         assert (await pool.exec(bystander, ExecRequest(command="echo fine")))["stdout"] == "fine\n"
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_a_restarted_servers_earlier_leases_are_given_back_when_its_later_start_calls(tmp_path):
+    # a resources server killed mid-run loses its sessions; its leases must not hold the cap for an hour
+    pool, engine = await opened(tmp_path, policy(tmp_path, ready_timeout_s=20), policy(tmp_path, "other"), max_live=4)
+    app = build_app(pool, SECRET)
+    coder = {"authorization": f"Bearer {server_token(SECRET, 'coder')}", SERVER_HEADER: "coder"}
+    other = {"authorization": f"Bearer {server_token(SECRET, 'other')}", SERVER_HEADER: "other"}
+    first_start, later_start = {CALLER_HEADER: "coder-host@100"}, {CALLER_HEADER: "coder-host@200"}
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://broker") as client:
+            async def lease(headers):
+                answer = await client.post("/v1/sandboxes", json={}, headers=headers)
+                assert answer.status_code == 201, answer.text
+                return answer.json()["sandbox_id"]
+
+            orphans = [await lease({**coder, **first_start}) for _ in range(2)]
+            unnamed = await lease(coder)  # a caller that does not name its start is never given back
+            others = await lease({**other, CALLER_HEADER: "other-host@100"})
+            assert pool.live == 4
+            again = await client.post(f"/v1/sandboxes/{orphans[0]}/exec", json={"command": "true"},
+                                      headers={**coder, **first_start})
+            assert again.status_code == 200  # the same start calling again changes nothing
+            fresh = await lease({**coder, **later_start})  # waits for a slot the orphans give back
+            await until(lambda: pool.live == 3, "the earlier start's sandboxes to go")
+            for sandbox_id in orphans:
+                gone = await client.get(f"/v1/sandboxes/{sandbox_id}", headers={**coder, **later_start})
+                assert gone.status_code == 410 and "restarted" in gone.json()["reason"], gone.text
+            live = {s["sandbox_id"] for s in (await client.get(
+                "/v1/sandboxes", headers={"authorization": f"Bearer {SECRET}"})).json()["sandboxes"]}
+            assert live == {unnamed, others, fresh} and len(engine.live_names()) == 3
     finally:
         await pool.close()

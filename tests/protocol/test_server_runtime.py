@@ -15,6 +15,7 @@ import yaml
 from conftest import NEMO_GYM_FIXTURES, SERVER_IMAGES
 
 from gym_compose.net.http_client import HttpClient
+from gym_compose.net.incarnation import CALLER_HEADER
 from tests.support.stacks import gymnasium_stack, point_proxy_at_mock, seed_verify_stack
 
 pytestmark = pytest.mark.protocol
@@ -195,6 +196,35 @@ def test_idle_sessions_are_reaped(start_stack):
         time.sleep(1.0)  # idle: any request would touch the session, so there is nothing to poll
         reaped = client.post(f"{url}/read_counter", json={}, cookies=cookies)
         assert reaped.status_code == 500 and "never seeded (or was reaped" in reaped.text
+
+
+def test_a_callers_sessions_are_given_back_when_its_container_restarts(start_stack):
+    # an agent killed mid-run never closes its sessions; its later start's first call gives them back
+    stack = start_stack(seed_verify_stack("stateful_counter"), {"stateful_counter": SERVER_IMAGES / "stateful_counter"})
+    url = stack.url("stateful_counter")
+
+    def seeded(client, caller=None) -> dict:
+        headers = {CALLER_HEADER: caller} if caller else {}
+        cookies = dict(client.post(f"{url}/seed_session", json={"initial_value": 1}, headers=headers).cookies)
+        client.cookies.clear()  # each seed opens a session of its own
+        return cookies
+
+    def read(client, cookies) -> httpx.Response:
+        return client.post(f"{url}/read_counter", json={}, cookies=cookies)
+
+    with httpx.Client(timeout=10) as client:
+        first_start, other_host, unnamed = seeded(client, "agent-host@100"), seeded(client, "other@7"), seeded(client)
+        assert read(client, first_start).json() == {"value": 1}
+        seeded(client, "agent-host@100")  # the same start again changes nothing
+        assert read(client, first_start).json() == {"value": 1}
+        later_start = seeded(client, "agent-host@200")
+        deadline = time.monotonic() + 10
+        while read(client, first_start).status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.05)  # given back by a task the later start's call scheduled
+        gone = read(client, first_start)
+        assert gone.status_code == 500 and "never seeded (or was reaped" in gone.text
+        for kept in (other_host, unnamed, later_start):
+            assert read(client, kept).json() == {"value": 1}
 
 
 def test_head_discovery_readiness_and_healthcheck(start_stack):

@@ -20,6 +20,9 @@
     DELETE /v1/snapshots/{id}                remove a snapshot (sandboxes forked from it run on)
     GET    /v1/stats                         counts and limits
 
+Every server names the start of its container (header x-gym-compose-caller, net/incarnation.py):
+the sandboxes an earlier start of the same container leased are given back when a later one calls.
+
 A server holding another's grant for a sandbox (header x-gym-sandbox-grant, from the owner's lease)
 may use that sandbox's status, exec and files routes; only the owner releases, snapshots, forks,
 restores, pauses or resumes it. The project secret (the CLI) may do all of these to any sandbox;
@@ -45,6 +48,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gym_compose.net.incarnation import CALLER_HEADER
 from gym_compose.net.web import READY_PATH, json_response, read_json_object, validation_error_response
 from gym_compose.sandbox.broker import branching
 from gym_compose.sandbox.broker.broker_errors import BrokerError, SandboxGone, Unauthorized
@@ -74,6 +78,8 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         async def endpoint(request: Request) -> Response:
             try:
                 server = caller(request)
+                if server is not None:
+                    pool.caller_seen(request.headers.get(CALLER_HEADER))
                 return await handler(request, server)
             except ValidationError as error:
                 return validation_error_response(error)
@@ -97,6 +103,7 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
             return json_response({"error": "lease as a server (its own token), not with the project secret"}, 403)
         body = LeaseRequest.model_validate(await read_json_object(request))
         sandbox, warm = await pool.lease(server, body)
+        sandbox.caller = request.headers.get(CALLER_HEADER)
         return json_response(branching.lease_answer(sandbox, sandbox_grant(project_secret, sandbox.id), warm), 201)
 
     def own_sandbox(request: Request, server: Optional[str]):
@@ -107,8 +114,10 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         sandbox = own_sandbox(request, server)
         return json_response((await branching.snapshot(pool, sandbox)).describe(), 201)
 
-    async def forks_answer(snapshot, body: ForkRequest) -> Response:
+    async def forks_answer(request: Request, snapshot, body: ForkRequest) -> Response:
         forks = await branching.fork(pool, snapshot, body)
+        for sandbox, _ in forks:
+            sandbox.caller = request.headers.get(CALLER_HEADER)
         return json_response({"snapshot_id": snapshot.id, "forks": [
             branching.lease_answer(sandbox, sandbox_grant(project_secret, sandbox.id), False, took)
             for sandbox, took in forks]}, 201)
@@ -118,14 +127,14 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         body = ForkRequest.model_validate(await read_json_object(request))
         snapshot = (pool.snapshots.get(sandbox.server, body.snapshot) if body.snapshot
                     else await branching.snapshot(pool, sandbox))
-        return await forks_answer(snapshot, body)
+        return await forks_answer(request, snapshot, body)
 
     async def fork_snapshot(request: Request, server: Optional[str]) -> Response:
         snapshot = pool.snapshots.get(server, request.path_params["snapshot_id"])
         body = ForkRequest.model_validate(await read_json_object(request))
         if body.snapshot and body.snapshot != snapshot.id:
             return json_response({"error": "the route names the snapshot; leave `snapshot` out of the body"}, 422)
-        return await forks_answer(snapshot, body)
+        return await forks_answer(request, snapshot, body)
 
     async def restore(request: Request, server: Optional[str]) -> Response:
         sandbox = own_sandbox(request, server)

@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Any, Optional
 
+from gym_compose.net.incarnation import Incarnations
 from gym_compose.sandbox.broker.admission import Admission
 from gym_compose.sandbox.broker.backend import SandboxBackend
 from gym_compose.sandbox.broker.broker_errors import (
@@ -79,6 +80,7 @@ class SandboxPool:
         self._present: set[str] = set()  # images known to be on the engine (pulled or found)
         self.pulled: list[dict[str, Any]] = []
         self.snapshots = Snapshots(backend, settings.project, settings.max_snapshots)
+        self.callers = Incarnations()
 
     @property
     def live(self) -> int:
@@ -188,6 +190,22 @@ class SandboxPool:
         self.leases["warm" if warm else "cold"] += 1
         self._schedule_refill(server)
         return sandbox, warm
+
+    def caller_seen(self, caller: Optional[str]) -> None:
+        """A request from `caller`: if it is a later start of a server's container, the sandboxes its
+        earlier start held are given back (in the background): nobody is left to release them."""
+        earlier = self.callers.observe(caller)
+        if earlier is not None:
+            orphans = [s for s in self.sandboxes.values() if s.caller == earlier and s.state in ("leased", "paused")]
+            if orphans:
+                self._spawn(self._release_orphans(orphans, earlier))
+
+    async def _release_orphans(self, orphans: builtins.list[Sandbox], earlier: str) -> None:
+        reason = f"the server container that leased it restarted ({earlier} is gone)"
+        LOG.warning("giving back %d sandboxes leased by %s, which has restarted since", len(orphans), earlier)
+        for sandbox in orphans:
+            self._bury(sandbox.id, reason)
+        await asyncio.gather(*(self.destroy(sandbox, reason) for sandbox in orphans), return_exceptions=True)
 
     def _snapshot_for(self, server: str, request: LeaseRequest) -> Optional[Snapshot]:
         if request.snapshot is None:

@@ -54,6 +54,7 @@ class Sandbox:
     memory_bytes: Optional[int] = None
     forked_from: Optional[str] = None  # the snapshot it started from
     leased_at: float = 0.0  # monotonic, at the lease (ledger.py)
+    caller: Optional[str] = None  # the start of the server's container that leased it (net/incarnation.py)
     commands: int = 0
 
     def describe(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from gym_compose.server.agents.coding_tools import SUBMIT, TOOLS, ToolLimits, To
 from gym_compose.server.agents.common import (
     TASK_HEADER,
     as_input_list,
+    close_session,
     global_config_of,
     model_reads_task_header,
     run_row_endpoint,
@@ -99,7 +100,7 @@ class CodingAgent(BaseServer):
             finally:
                 await sandbox.disconnect()
         except BaseException:  # the sandbox goes back now, not when the verifier's idle reaper finds it
-            await self._close_session(resources, cookies)
+            await close_session(self.server_client, resources, cookies)
             raise
         episode_done = time.monotonic()
         verified, _ = await self.server_client.post_json(resources, "/verify", json={**row, "response": response},
@@ -119,12 +120,6 @@ class CodingAgent(BaseServer):
             raise NoSandbox(f"{self.config.resources_server.name} handed over no sandbox in /seed_session "
                             "(sandbox_descriptor); coding_agent needs a resources server that leases one per session")
         return await AsyncSandbox.connect(descriptor)
-
-    async def _close_session(self, resources: str, cookies: dict[str, str]) -> None:
-        try:
-            await self.server_client.post(resources, "/close_session", json={}, cookies=cookies)
-        except Exception as error:  # the resources server's idle reaper gives the sandbox back later
-            LOG.warning("could not close the session on %s: %s", resources, error)
 
     async def run_episode(self, row: dict[str, Any], runner: ToolRunner) -> tuple[dict[str, Any], int, bool]:
         """Model turns and tool calls until submit, an answer without a tool call, or max_steps."""

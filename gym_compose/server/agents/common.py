@@ -1,7 +1,9 @@
-"""What both built-in agents do: check the row, call the model, carry the task to the mock model."""
+"""What both built-in agents do: check the row, call the model, carry the task to the mock model,
+close the session of a rollout that failed."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -12,6 +14,9 @@ from gym_compose.server.task_header import TASK_HEADER, decode_task_header, task
 
 __all__ = ["TASK_HEADER", "decode_task_header", "task_header"]  # their home is task_header.py
 from gym_compose.net.web import json_response, read_json_object, validation_error_response
+
+LOG = logging.getLogger("gym_compose.server.agents")
+CLOSE_TIMEOUT_S = 10.0  # a failed rollout's close: the idle reaper is the fallback, so no long wait
 
 # Built once, asked on every rollout: building a TypeAdapter costs far more than a validation (docs/performance.md).
 _BOOL = TypeAdapter(bool)
@@ -103,3 +108,11 @@ def as_input_list(params_input: Any) -> list[Any]:
 
 def user_message(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text, "type": "message"}
+
+
+async def close_session(server_client: Any, resources: str, cookies: dict[str, str]) -> None:
+    """Give back a resources session whose rollout failed before /verify (its sandbox, at once)."""
+    try:
+        await server_client.post(resources, "/close_session", json={}, cookies=cookies, timeout=CLOSE_TIMEOUT_S)
+    except Exception as error:  # noqa: BLE001 - the resources server's idle reaper gives it back later
+        LOG.warning("could not close the session on %s: %s", resources, error)

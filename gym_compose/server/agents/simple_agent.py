@@ -21,6 +21,7 @@ from gym_compose.server.agents.common import (
     RowError,
     as_input_list,
     check_row,
+    close_session,
     global_config_of,
     model_reads_task_header,
     row_error_response,
@@ -78,9 +79,13 @@ class SimpleAgent(BaseServer):
         resources = self.config.resources_server.name
         _, seeded = await self.server_client.post_json(resources, "/seed_session", json=row, cookies=cookies)
         cookies = {**cookies, **seeded.cookies}
-        response, cookies = await self.run_episode(
-            row["responses_create_params"], cookies, task_header(row, self._model_reads_task_header())
-        )
+        try:
+            response, cookies = await self.run_episode(
+                row["responses_create_params"], cookies, task_header(row, self._model_reads_task_header())
+            )
+        except BaseException:  # what the session holds (a sandbox) goes back now, not at the idle reaper
+            await close_session(self.server_client, resources, cookies)
+            raise
         verified, _ = await self.server_client.post_json(
             resources, "/verify", json={**row, "response": response}, cookies=cookies
         )
