@@ -41,7 +41,7 @@ POLICY_KEYS = ("cpus", "pids", "workdir", "read_only", "network", "ttl_s", "time
 # fork_from_seed is the server's to act on (gym_compose/sandbox/seed_forks.py); the plan checks it
 OWN_KEYS = frozenset({*POLICY_KEYS, "image", "build", "memory", "workdir_size", "task_images", "fork_from_seed"})
 NEMO_KEYS = frozenset({"resources", "provider_options"})
-BROKER_KEYS = frozenset({"max_live", "max_starting", "idle_timeout_s", "max_snapshots"})
+BROKER_KEYS = frozenset({"max_live", "max_starting", "idle_timeout_s", "max_snapshots", "image_cache_gib"})
 REFUSED_PROVIDER_OPTIONS = ("volumes", "run_args", "mounts", "privileged", "devices", "network", "network_mode")
 
 
@@ -70,6 +70,7 @@ class BrokerOptions:
     max_starting: Optional[int] = None
     idle_timeout_s: float = 3600.0
     max_snapshots: int = 64
+    image_cache_gib: Optional[float] = None  # the budget of pulled task images (None: none, or derived at `up`)
     notices: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -184,9 +185,14 @@ def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> Bro
         value = options.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise UserError(f"sandbox setting {key} must be a whole number of 1 or more, got {value!r}")
+    budget = options.get("image_cache_gib")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0):
+        raise UserError(f"sandbox setting image_cache_gib must be a number of GiB above 0, got {budget!r}",
+                        hint="the pulled task images kept on the engine at once (docs/swe.md#the-image-budget)")
     return BrokerOptions(max_live=options.get("max_live"), max_starting=options.get("max_starting"),
                          idle_timeout_s=float(options.get("idle_timeout_s", 3600.0)),
-                         max_snapshots=options.get("max_snapshots") or 64, notices=tuple(notices))
+                         max_snapshots=options.get("max_snapshots") or 64,
+                         image_cache_gib=float(budget) if budget is not None else None, notices=tuple(notices))
 
 
 def _check_fork_from_seed(where: str, value: Any) -> None:

@@ -69,6 +69,8 @@ def broker_settings(stack: "Stack", images: dict[str, str], publishes_on_every_i
     return BrokerSettings(project=stack.project, servers=servers, max_live=plan.options.max_live,
                           max_starting=plan.options.max_starting, idle_timeout_s=plan.options.idle_timeout_s,
                           max_snapshots=plan.options.max_snapshots,
+                          image_cache_bytes=(int(plan.options.image_cache_gib * (1 << 30))
+                                             if plan.options.image_cache_gib is not None else None),
                           **closed)
 
 

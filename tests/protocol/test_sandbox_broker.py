@@ -15,7 +15,7 @@ from gym_compose.sandbox.broker.broker_errors import NoCapacity, Refused, Sandbo
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import SERVER_HEADER, server_token
-from tests.support.sandbox_fakes import FakeBackend, run_async
+from tests.support.sandbox_fakes import FakeBackend, run_async, until
 
 pytestmark = pytest.mark.protocol
 IMAGE = "gym-compose/sandbox:test"
@@ -32,14 +32,6 @@ async def opened(tmp_path, *policies, **settings) -> tuple[SandboxPool, FakeBack
     pool = SandboxPool(engine, BrokerSettings(project="t", servers={p.server: p for p in policies}, **settings))
     await pool.open()
     return pool, engine
-
-
-async def until(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @run_async

@@ -12,9 +12,9 @@ import pytest
 from gym_compose.sandbox.broker.app import build_app
 from gym_compose.sandbox.broker.broker_errors import Refused, StartFailed
 from gym_compose.sandbox.broker.pool import SandboxPool
-from gym_compose.sandbox.policy import BrokerSettings, LeaseRequest, SandboxPolicy
+from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, sandbox_grant, server_token
-from tests.support.sandbox_fakes import FakeBackend, run_async
+from tests.support.sandbox_fakes import FakeBackend, run_async, until
 
 pytestmark = pytest.mark.protocol
 SECRET = "project-secret"
@@ -103,5 +103,58 @@ async def test_missing_allowed_images_are_pulled_once_and_a_failed_pull_says_why
         with pytest.raises(StartFailed, match="build it first"):
             await pool.lease("no_pull", LeaseRequest(image="registry.example/task:c"))
         assert engine.pulls == ["registry.example/task:a", "registry.example/task:b"]
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_the_image_budget_removes_the_least_recently_used_pulled_image_no_sandbox_uses(tmp_path):
+    task = "registry.example/task:{}".format
+    engine = FakeBackend(images={"gym-compose/sandbox:test", "registry.example/task:built-here"})
+    engine.pullable = {task(name) for name in "abc"}
+    pool = SandboxPool(engine, BrokerSettings(project="t", image_cache_bytes=int(2.5 * (1 << 30)), servers={
+        "verifier": policy(tmp_path, "verifier", allowed_images=["registry.example/task:*"], pull=True)}))
+    await pool.open()
+
+    async def lease(name: str):
+        sandbox, _ = await pool.lease("verifier", LeaseRequest(image=task(name)))
+        return sandbox
+
+    try:
+        await pool.release(await lease("a"))
+        held_b = await lease("b")
+        await pool.release(await lease("built-here"))  # on the engine before: never the budget's
+        assert engine.removed_images == [] and pool.stats()["pulled_images_bytes"] == 2 << 30
+        c = await lease("c")  # 3 GiB pulled: a, used least recently and by nobody, goes
+        await until(lambda: engine.removed_images == [task("a")], "the budget to remove task:a")
+        await pool.release(c)
+        again = await lease("a")  # pulled again; c (released) goes, b (held all along) stays
+        await until(lambda: engine.removed_images == [task("a"), task("c")], "the budget to remove task:c")
+        assert engine.pulls == [task("a"), task("b"), task("c"), task("a")]
+        assert held_b.state == "leased" and task("b") in engine.known_images
+        assert (await pool.exec(held_b, ExecRequest(command="echo still here")))["stdout"] == "still here\n"
+        stats = pool.stats()
+        assert stats["images_evicted"] == 2 and stats["pulled_images_bytes"] == 2 << 30
+        assert [entry["image"] for entry in stats["evicted"]] == [task("a"), task("c")]
+        await pool.release(again)
+        await pool.release(held_b)
+        assert engine.removed_images == [task("a"), task("c")]  # 2 GiB held: within the budget
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_a_budget_smaller_than_one_image_keeps_it_while_its_sandbox_lives(tmp_path):
+    engine = FakeBackend(images={"gym-compose/sandbox:test"})
+    engine.pullable = {"registry.example/task:big"}
+    pool = SandboxPool(engine, BrokerSettings(project="t", image_cache_bytes=1 << 20, servers={
+        "verifier": policy(tmp_path, "verifier", allowed_images=["registry.example/task:*"], pull=True)}))
+    await pool.open()
+    try:
+        sandbox, _ = await pool.lease("verifier", LeaseRequest(image="registry.example/task:big"))
+        assert (await pool.exec(sandbox, ExecRequest(command="echo ran")))["stdout"] == "ran\n"
+        assert engine.removed_images == []
+        await pool.release(sandbox)
+        await until(lambda: engine.removed_images == ["registry.example/task:big"], "the image to go")
     finally:
         await pool.close()

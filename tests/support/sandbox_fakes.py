@@ -9,6 +9,7 @@ import os
 import signal
 import struct
 import sys
+import time
 import uuid
 from typing import Any, Optional
 
@@ -29,6 +30,8 @@ class FakeBackend:
         self.helpers: list[dict[str, Any]] = []  # one-shot containers run to their end
         self.helper_result: tuple[int, str] = (0, "")
         self.committed: dict[str, dict[str, str]] = {}  # image -> labels (snapshots)
+        self.image_sizes: dict[str, int] = {}  # default 1 GiB
+        self.removed_images: list[str] = []  # by the image budget
         self.paused: set[str] = set()
 
     async def pull(self, image: str, progress) -> None:
@@ -128,6 +131,17 @@ class FakeBackend:
         if self.known_images is not None:
             self.known_images.discard(image)
 
+    async def image_size(self, image: str) -> int:
+        return self.image_sizes.get(image, 1 << 30)
+
+    async def remove_unused_image(self, image: str) -> bool:
+        if any(box["config"]["Image"] == image for box in self.boxes.values()):
+            return False
+        self.removed_images.append(image)
+        if self.known_images is not None:
+            self.known_images.discard(image)
+        return True
+
     async def images(self, labels: list[str]) -> list[str]:
         wanted = [label.partition("=") for label in labels]
         return [image for image, have in self.committed.items()
@@ -183,3 +197,12 @@ def run_async(function):
         return asyncio.run(asyncio.wait_for(function(*args, **kwargs), 120))
 
     return wrapper
+
+
+async def until(condition, what: str, timeout: float = 30.0) -> None:
+    """Wait for `condition()` (polled; bounded by `timeout`), else fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)

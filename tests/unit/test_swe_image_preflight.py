@@ -22,6 +22,7 @@ from gym_compose.paths import PROJECT_ROOT
 from gym_compose.plan.model import StackOptions
 from gym_compose.plan.planner import plan_stack
 from gym_compose.render.compose import RenderOptions, compose_model, write_project
+from gym_compose.render.sandbox_services import broker_settings
 from gym_compose.sandbox.broker.registry_auth import auth_for, load_registry_auth, pull_failure
 from gym_compose.stack.engine_room import check_engine_room
 from gym_compose.stack.swe_preflight import ImagesToPull, check_pulled_images, rows_without_images
@@ -90,16 +91,35 @@ def stack_of(loaded):
     return plan_stack(loaded.data, loaded.search_roots, StackOptions(project="p"))
 
 
-def test_too_little_disk_for_the_images_stops_the_run(capsys):
+def test_too_little_disk_for_the_largest_image_stops_the_run_and_more_images_than_fit_get_a_budget(capsys):
     stack = stack_of(loaded_pro())
+    assert stack.sandboxes.options.image_cache_gib is None
     with pytest.raises(UserError) as raised:
-        check_engine_room(stack, ImagesToPull(set(), {"a": 2_500_000_000, "b": 2_500_000_000}),
+        check_engine_room(stack, ImagesToPull(set(), {"a": 2_500_000_000, "b": 1_000_000_000}),
                           room=lambda: (64 * GIB, 8, 3_000_000_000))
-    assert "the 2 task image(s) this run pulls are 5.0 GB compressed, more than the 3.0 GB free" in str(raised.value)
+    assert ("task image a is about 5.0 GB unpacked (2.5 GB compressed), more than the image budget of 2.4 GB"
+            in str(raised.value))
     assert "nothing was started" in raised.value.hint
+    stack = stack_of(loaded_pro())
     check_engine_room(stack, ImagesToPull(set(), {"a": 1_000_000_000, "b": 1_000_000_000}),
                       room=lambda: (64 * GIB, 8, 3_000_000_000))
-    assert "warning: unpacked, the images may not fit (4.0 GB against 3.0 GB free)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "image budget 2.2 GiB = 2.4 GB (80% of the free space; the sandbox setting image_cache_gib sets it)" in err
+    assert "image budget: the pulled images will not all fit; each is removed once no sandbox uses it" in err
+    assert stack.sandboxes.options.image_cache_gib == 2.2  # what the broker is told
+    assert broker_settings(stack, {}).image_cache_bytes == int(2.2 * GIB)
+
+
+def test_an_image_budget_beyond_the_free_space_is_refused():
+    stack = stack_of(loaded_pro("++swebench_pro_resources_server.resources_servers.swebench_pro."
+                                "sandbox_provider={gym_compose: {image_cache_gib: 10}}"))
+    assert stack.sandboxes.options.image_cache_gib == 10.0
+    with pytest.raises(UserError, match=r"the image budget \(image_cache_gib 10 GiB, 10.7 GB\) is more than the "
+                                        r"3.0 GB free"):
+        check_engine_room(stack, ImagesToPull(set(), {"a": 1_000_000_000}), room=lambda: (64 * GIB, 8, 3_000_000_000))
+    with pytest.raises(UserError, match="image_cache_gib must be a number of GiB above 0, got 0"):
+        stack_of(loaded_pro("++swebench_pro_resources_server.resources_servers.swebench_pro."
+                            "sandbox_provider={gym_compose: {image_cache_gib: 0}}"))
 
 
 def test_memory_per_sandbox_and_sandboxes_at_once_against_the_engine(capsys):

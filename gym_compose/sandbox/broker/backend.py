@@ -79,6 +79,15 @@ class SandboxBackend(Protocol):
         """Remove an image (a snapshot); one already gone is not an error."""
         ...
 
+    async def image_size(self, image: str) -> int:
+        """Bytes the image takes on the engine (0 where the backend does not hold images itself)."""
+        ...
+
+    async def remove_unused_image(self, image: str) -> bool:
+        """Remove an image no container uses (a pulled task image, for the image budget); False when one
+        does, or when the backend leaves images to its nodes (Kubernetes)."""
+        ...
+
     async def images(self, labels: list[str]) -> list[str]:
         """The ids of the images carrying every label (`KEY=VALUE` or `KEY`)."""
         ...

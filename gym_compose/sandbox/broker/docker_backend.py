@@ -122,6 +122,18 @@ class DockerBackend:
         except NotFound:
             pass
 
+    async def image_size(self, image: str) -> int:
+        return int((await self.call(self.api.inspect_image, image)).get("Size") or 0)
+
+    async def remove_unused_image(self, image: str) -> bool:
+        try:
+            await self.call(self.api.remove_image, image, force=False)
+        except NotFound:
+            return True
+        except BackendError:  # a container (a sandbox starting, another project's) uses it: 409
+            return False
+        return True
+
     async def images(self, labels: list[str]) -> list[str]:
         return await self.call(self.api.images, quiet=True, filters={"label": labels})
 

@@ -151,6 +151,12 @@ class KubernetesBackend:
     async def remove_image(self, image: str) -> None:
         return None
 
+    async def image_size(self, image: str) -> int:
+        return 0  # the kubelet pulls and evicts images (its own image garbage collection)
+
+    async def remove_unused_image(self, image: str) -> bool:
+        return False
+
     async def images(self, labels: list[str]) -> list[str]:
         return []
 

@@ -35,6 +35,7 @@ from gym_compose.sandbox.broker.broker_errors import (
 )
 from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
 from gym_compose.sandbox.broker.death import death_reason
+from gym_compose.sandbox.broker.image_cache import ImageCache
 from gym_compose.sandbox.broker.launch import closed_ports_helper, container_config, container_name
 from gym_compose.sandbox.broker.ledger import sandbox_cost
 from gym_compose.sandbox.broker.sandbox_io import SandboxIO
@@ -81,6 +82,8 @@ class SandboxPool:
         self.pulled: list[dict[str, Any]] = []
         self.snapshots = Snapshots(backend, settings.project, settings.max_snapshots)
         self.callers = Incarnations()
+        self.image_cache = ImageCache(settings.image_cache_bytes)
+        self._removals: dict[str, asyncio.Task] = {}  # pulled images being removed for the budget
 
     @property
     def live(self) -> int:
@@ -186,6 +189,7 @@ class SandboxPool:
             if made["return_code"] != 0:
                 await self.destroy(sandbox, "work folder could not be made")
                 raise StartFailed(f"cannot make the work folder {request.workdir}: {made['stderr'].strip()}")
+        self.image_cache.used(sandbox.image)
         self.peak_leased = max(self.peak_leased, sum(1 for s in self.sandboxes.values() if s.state == "leased"))
         self.leases["warm" if warm else "cold"] += 1
         self._schedule_refill(server)
@@ -264,7 +268,9 @@ class SandboxPool:
                 "leases_cold": self.leases["cold"], "start_s_p50": _quantile(starts, 0.5),
                 "start_s_p95": _quantile(starts, 0.95), "max_live": self.limits.max_live,
                 "max_starting": self.limits.max_starting, "pulled": list(self.pulled[-20:]),
-                "pulling": sorted(self._pulls)}
+                "pulling": sorted(self._pulls), "image_budget_bytes": self.image_cache.budget_bytes,
+                "pulled_images_bytes": self.image_cache.total_bytes, "images_evicted": len(self.image_cache.evicted),
+                "evicted": list(self.image_cache.evicted[-20:])}
 
     def _policy(self, server: str) -> SandboxPolicy:
         policy = self.settings.servers.get(server)
@@ -385,6 +391,9 @@ class SandboxPool:
         """Pull an image the engine lacks, once however many leases ask for it at the same time. A
         pull runs on when its lease gives up (the next lease finds the image); it holds the lease's
         live slot, so the sandbox cap bounds the pulls too."""
+        removal = self._removals.get(image)
+        if removal is not None:  # the budget is removing it: pull it again once that is done
+            await asyncio.shield(removal)
         if image in self._present or await self.backend.image_exists(image):
             self._present.add(image)
             return
@@ -408,6 +417,38 @@ class SandboxPool:
         self.pulled.append({"image": image, "seconds": round(time.monotonic() - began, 1)})
         self._present.add(image)
         LOG.info("pulled %s in %.1f s", image, time.monotonic() - began)
+        if self.image_cache.budget_bytes is not None:
+            try:
+                self.image_cache.pulled(image, await self.backend.image_size(image))
+            except BackendError as error:
+                LOG.warning("cannot size the pulled image %s (%s); it is not counted against the budget", image, error)
+            self._trim_images()
+
+    def _trim_images(self) -> None:
+        """Start removing the least recently used pulled images that no sandbox uses, until the rest fit the
+        budget. The choice and its registration happen in one step of the loop, so a lease that asks
+        for an image from then on waits for its removal (and pulls it again)."""
+        in_use = {sandbox.image for sandbox in self.sandboxes.values()} | set(self._pulls)
+        for image in self.image_cache.over_budget(in_use):
+            if image not in self._removals:
+                self._present.discard(image)
+                self._removals[image] = self._spawn(self._remove_pulled(image))
+
+    async def _remove_pulled(self, image: str) -> None:
+        began = time.monotonic()
+        try:
+            removed = await self.backend.remove_unused_image(image)
+        except BackendError as error:
+            LOG.warning("could not remove the pulled image %s for the image budget: %s", image, error)
+            return
+        finally:
+            self._removals.pop(image, None)
+        if removed:
+            self.image_cache.removed(image, time.monotonic() - began)
+            LOG.info("removed the pulled image %s for the image budget (%.2f GB of pulled images held, budget %.2f GB)",
+                     image, self.image_cache.total_bytes / 1e9, (self.image_cache.budget_bytes or 0) / 1e9)
+        else:
+            LOG.info("the pulled image %s is in use by a container; kept for now", image)
 
     def _schedule_refill(self, server: str) -> None:
         policy = self.settings.servers.get(server)
@@ -511,6 +552,8 @@ class SandboxPool:
             await self.admission.give_back()
             if not self.closing:
                 self._schedule_refill(sandbox.server)
+                if sandbox.image in self.image_cache:
+                    self._trim_images()
 
     async def _reap_forever(self) -> None:
         while True:
