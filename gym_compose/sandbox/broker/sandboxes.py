@@ -61,7 +61,8 @@ class Sandbox:
         return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
                 "created_at": self.created_at, "age_s": round(time.monotonic() - self.started, 3),
                 "session": self.metadata.get("session"), "metadata": self.metadata, "workdir": self.workdir,
-                "memory": self.policy.memory, "forked_from": self.forked_from, "commands": self.commands}
+                "memory": self.policy.memory, "forked_from": self.forked_from, "commands": self.commands,
+                "caller": self.caller}
 
 
 def oom_reason(policy: SandboxPolicy) -> str:
