@@ -8,8 +8,10 @@ returns this one and says so once on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -41,6 +43,9 @@ PROVIDER_NAME = "gym_compose"
 DEAD_RETURN_CODE = 125  # NeMo Gym's "the sandbox runtime failed, not the command"
 REQUEST_MARGIN_S = 30.0
 LEASE_MARGIN_S = 60.0
+# A release that cannot reach the broker (restarting, a name the engine briefly cannot resolve) is
+# asked again for this long: a lease nobody releases holds a max_live slot until the idle timeout.
+RELEASE_RETRY_S = 30.0
 _noticed: set[str] = set()
 
 
@@ -213,10 +218,20 @@ class BrokerProvider:
         return SandboxStatus.UNKNOWN
 
     async def close(self, handle: SandboxHandle) -> None:
-        try:
-            response = await self._request("DELETE", f"/v1/sandboxes/{quote(handle.sandbox_id)}", timeout=120.0)
-        except (OSError, TimeoutError) as error:
-            raise SandboxError(f"sandbox broker unreachable while releasing {handle.sandbox_id}: {error}") from None
+        deadline, delay = time.monotonic() + RELEASE_RETRY_S, 0.2
+        while True:
+            try:
+                response = await self._request("DELETE", f"/v1/sandboxes/{quote(handle.sandbox_id)}", timeout=120.0)
+                break
+            except TimeoutError as error:
+                raise SandboxError(f"sandbox broker did not answer the release of {handle.sandbox_id}: "
+                                   f"{error or 'timed out'}") from None
+            except OSError as error:  # releasing twice is harmless: the broker answers 410 with the reason
+                if time.monotonic() + delay > deadline:
+                    raise SandboxError(f"sandbox broker unreachable while releasing {handle.sandbox_id} (asked "
+                                       f"for {RELEASE_RETRY_S:g} s): {error}") from None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
         if response.status not in (200, 404, 410):
             raise SandboxError(
                 f"release of {handle.sandbox_id} failed (HTTP {response.status}): {self._error(response)}")
