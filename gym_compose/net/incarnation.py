@@ -5,8 +5,10 @@ container's) and the start time of the container's first process (`/proc/1/stat`
 process of one container shares and which changes when the container restarts. A server that
 holds something per caller (a resources server's sessions, the broker's leases) gives back what
 an earlier start of the same host held as soon as a later start calls: that process is gone, and
-nobody else can close what it opened. A restarted agent's sessions no longer wait for the idle
-reaper with their sandboxes still counted against the cap (docs/faults.md).
+nobody else can close what it opened. What a request of the earlier start opens after that (one
+still being served when its caller died) is given back as soon as it is opened. A restarted
+agent's sessions no longer wait for the idle reaper with their sandboxes still counted against
+the cap (docs/faults.md).
 
 Callers without the header (NeMo Gym's own servers, a trainer's client) are not tracked.
 """
@@ -53,3 +55,11 @@ class Incarnations:
             return None
         self._latest[host] = caller
         return earlier
+
+    def replaced(self, caller: Optional[str]) -> bool:
+        """Whether a later start of `caller`'s host has called since: what `caller` opens now (a request
+        of the dead start that was still being served) has nobody to close it either."""
+        if not caller or "@" not in caller:
+            return False
+        latest = self._latest.get(caller.rpartition("@")[0])
+        return latest is not None and latest != caller

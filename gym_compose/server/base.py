@@ -61,7 +61,8 @@ class BaseServer(BaseModel):
         if isinstance(state, dict):
             timeout = float(getattr(self.config, "session_idle_timeout_seconds", None)
                             or self.session_idle_timeout_seconds)
-            reapable = SessionState(idle_timeout=timeout, on_reap=self._release_reaped_session)
+            reapable = SessionState(idle_timeout=timeout, on_reap=self._release_reaped_session,
+                                    replaced=self._callers.replaced)
             reapable.update(state)
             self.__dict__["session_state"] = reapable
         return self

@@ -116,13 +116,17 @@ class SessionState(MutableMapping[str, Any]):
     Every read or write of a session refreshes it. `on_reap(session_id, value)` (sync or async)
     releases what a reaped session held. Reaping runs from `start_reaper()` (once the loop runs).
     A session set while serving a caller that names itself is held for that caller:
-    `reap_caller(caller)` gives back all of one caller's sessions at once.
+    `reap_caller(caller)` gives back all of one caller's sessions at once, and a session set for a
+    caller that `replaced` says has restarted since is given back at once.
     """
 
     def __init__(self, idle_timeout: float = 3600.0,
-                 on_reap: Optional[Callable[[str, Any], Optional[Awaitable[None]]]] = None):
+                 on_reap: Optional[Callable[[str, Any], Optional[Awaitable[None]]]] = None,
+                 replaced: Optional[Callable[[str], bool]] = None):
         self.idle_timeout = idle_timeout
         self.on_reap = on_reap
+        self.replaced = replaced  # a caller whose container has restarted since (net/incarnation.py)
+        self._late_reaps: set[asyncio.Task] = set()
         self._values: dict[str, Any] = {}
         self._touched: dict[str, float] = {}
         self._callers: dict[str, str] = {}
@@ -143,6 +147,10 @@ class SessionState(MutableMapping[str, Any]):
         caller = CURRENT_CALLER.get()
         if caller:
             self._callers[session_id] = caller
+            if self.replaced is not None and self.replaced(caller):  # opened for a caller that is gone
+                task = asyncio.get_running_loop().create_task(self._reap([session_id]))
+                self._late_reaps.add(task)
+                task.add_done_callback(self._late_reaps.discard)
 
     def __delitem__(self, session_id: str) -> None:
         del self._values[session_id]

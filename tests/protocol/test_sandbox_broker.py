@@ -296,3 +296,29 @@ async def test_a_restarted_servers_earlier_leases_are_given_back_when_its_later_
             assert live == {unnamed, others, fresh} and len(engine.live_names()) == 3
     finally:
         await pool.close()
+
+
+@run_async
+async def test_a_lease_the_earlier_start_asked_for_is_given_back_once_it_is_granted(tmp_path):
+    # the killed server's lease request waits for a slot; it is granted after the later start was seen
+    pool, engine = await opened(tmp_path, policy(tmp_path, ready_timeout_s=20), max_live=1)
+    app = build_app(pool, SECRET)
+    coder = {"authorization": f"Bearer {server_token(SECRET, 'coder')}", SERVER_HEADER: "coder"}
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://broker") as client:
+            held = await client.post("/v1/sandboxes", json={}, headers={**coder, CALLER_HEADER: "other-host@1"})
+            waiting = asyncio.ensure_future(
+                client.post("/v1/sandboxes", json={}, headers={**coder, CALLER_HEADER: "coder-host@100"}))
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            listed = await client.get("/v1/sandboxes", headers={**coder, CALLER_HEADER: "coder-host@200"})
+            assert listed.status_code == 200  # the later start has called
+            await client.delete(f"/v1/sandboxes/{held.json()['sandbox_id']}", headers=coder)
+            late = await asyncio.wait_for(waiting, 20)
+            assert late.status_code == 201
+            await until(lambda: pool.live == 0, "the late lease to be given back")
+            gone = await client.get(f"/v1/sandboxes/{late.json()['sandbox_id']}", headers=coder)
+            assert gone.status_code == 410 and "restarted" in gone.json()["reason"]
+            assert engine.live_names() == []
+    finally:
+        await pool.close()

@@ -103,7 +103,7 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
             return json_response({"error": "lease as a server (its own token), not with the project secret"}, 403)
         body = LeaseRequest.model_validate(await read_json_object(request))
         sandbox, warm = await pool.lease(server, body)
-        sandbox.caller = request.headers.get(CALLER_HEADER)
+        pool.leased_for([sandbox], request.headers.get(CALLER_HEADER))
         return json_response(branching.lease_answer(sandbox, sandbox_grant(project_secret, sandbox.id), warm), 201)
 
     def own_sandbox(request: Request, server: Optional[str]):
@@ -116,8 +116,7 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
 
     async def forks_answer(request: Request, snapshot, body: ForkRequest) -> Response:
         forks = await branching.fork(pool, snapshot, body)
-        for sandbox, _ in forks:
-            sandbox.caller = request.headers.get(CALLER_HEADER)
+        pool.leased_for([sandbox for sandbox, _ in forks], request.headers.get(CALLER_HEADER))
         return json_response({"snapshot_id": snapshot.id, "forks": [
             branching.lease_answer(sandbox, sandbox_grant(project_secret, sandbox.id), False, took)
             for sandbox, took in forks]}, 201)

@@ -204,6 +204,14 @@ class SandboxPool:
             if orphans:
                 self._spawn(self._release_orphans(orphans, earlier))
 
+    def leased_for(self, sandboxes: builtins.list[Sandbox], caller: Optional[str]) -> None:
+        """Who the sandboxes were leased for. A lease of a start that has been replaced since it asked (a
+        request still being served when its server died) is given back at once."""
+        for sandbox in sandboxes:
+            sandbox.caller = caller
+        if caller is not None and self.callers.replaced(caller):
+            self._spawn(self._release_orphans(sandboxes, caller))
+
     async def _release_orphans(self, orphans: builtins.list[Sandbox], earlier: str) -> None:
         reason = f"the server container that leased it restarted ({earlier} is gone)"
         LOG.warning("giving back %d sandboxes leased by %s, which has restarted since", len(orphans), earlier)
