@@ -12,7 +12,8 @@ the server is restarted (`docker start`), and the run is resumed with `--resume`
 rollout is done. Prints: completed rollouts, failure rows (and how many name no cause: must be
 0), duplicate rollouts (must be 0), each container's memory at the start, its peak (sampled
 before each fault) and at the end with its restarts, rollouts/s over the whole faulted run with
-its ratio to the baseline, and what `down` left of the project (must be nothing).
+its ratio to the baseline, the names the engine lost and the bench gave back (repair_names), and
+what `down` left of the project (must be nothing).
 """
 
 from __future__ import annotations
@@ -97,6 +98,32 @@ def wait_healthy(container: str, timeout: float = 300) -> None:
         time.sleep(0.5)
 
 
+RESOLVE = """import socket,sys
+for name in sys.argv[1:]:
+    try: socket.getaddrinfo(name, 8000)
+    except OSError: print(name)
+"""
+
+
+def repair_names(project: str, services: list[str]) -> list[str]:
+    """Engine 20.10 here loses the DNS names of some containers of a network after a few kill + start
+    cycles under load (NXDOMAIN from every container while the container is attached with its alias);
+    reconnecting the container to its network gives the name back. Returns the services repaired."""
+    probe = f"{project}-{services[-1]}-1"
+    missing = subprocess.run(["docker", "exec", probe, "python3", "-c", RESOLVE, *services], capture_output=True,
+                             text=True, timeout=120).stdout.split()
+    for service in missing:
+        container = f"{project}-{service}-1"
+        networks = json.loads(subprocess.run(["docker", "inspect", "-f", "{{json .NetworkSettings.Networks}}",
+                                              container], capture_output=True, text=True, timeout=60).stdout or "{}")
+        for network, settings in networks.items():
+            aliases = [a for a in settings.get("Aliases") or [] if a not in (container,) and len(a) != 12]
+            subprocess.run(["docker", "network", "disconnect", network, container], capture_output=True, timeout=120)
+            subprocess.run(["docker", "network", "connect", *[f"--alias={a}" for a in aliases], network, container],
+                           capture_output=True, timeout=120)
+    return missing
+
+
 def read_rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip()] if path.exists() else []
 
@@ -129,6 +156,7 @@ def main() -> None:
     print("starting the stack ...", flush=True)
     gym_compose("up", "-d", *stack, cwd=work)
     restarts: collections.Counter = collections.Counter()
+    repaired: collections.Counter = collections.Counter()  # names the engine lost (repair_names)
     try:
         started = time.monotonic()
         gym_compose(*collect, "--input", str(baseline_rows), "--run-name", "baseline", cwd=work)
@@ -158,6 +186,9 @@ def main() -> None:
                 restarts[victim] += 1
                 subprocess.run(["docker", "start", f"{args.project}-{victim}-1"], capture_output=True, timeout=120)
                 wait_healthy(f"{args.project}-{victim}-1")
+                for service in repair_names(args.project, services):
+                    repaired[service] += 1
+                    print(f"round {round_number + 1}: the engine had lost the name {service}; reconnected", flush=True)
                 print(f"round {round_number + 1}: killed {victim}; the run stopped with exit {cli.returncode}",
                       flush=True)
                 continue
@@ -198,6 +229,7 @@ def main() -> None:
         print(f"rollouts/s     {len(set(keys)) / elapsed:.1f} over {elapsed:.0f} s with faults "
               f"({len(set(keys)) / elapsed / baseline_rate:.2f} x the unfaulted baseline)")
         print(f"died unkilled  {dict(unprompted_deaths) or 'none'}")
+        print(f"names repaired {dict(repaired) or 'none'} (the engine lost them; reconnected to the network)")
         print("memory (MiB)   container: start -> peak before a fault -> end (restarts)")
         for name in sorted(set(memory_start) | set(memory_end)):
             print(f"  {name:45} {memory_start.get(name, 0):7.1f} -> {peak.get(name, 0):7.1f} -> "
