@@ -77,16 +77,23 @@ def build(
     pull: Annotated[bool, typer.Option("--pull", help="SWE benchmarks: then pull every task image the rows name that the engine lacks (resumable: run it again to go on).")] = False,
     input_file: Annotated[Optional[Path], typer.Option("--input", metavar="FILE", help="With --pull: the rows whose images to pull (default: the benchmark's datasets).")] = None,
     parallel: Annotated[int, typer.Option("--parallel", min=1, max=32, metavar="N", help="With --pull: images pulled at once.")] = 4,
+    save: Annotated[Optional[Path], typer.Option("--save", metavar="DIR", help="With --pull: then save every task image the rows name into DIR, one archive each (resumable), for a machine without the registry.")] = None,
+    load: Annotated[Optional[Path], typer.Option("--load", metavar="DIR", help="First load the task image archives of DIR (written by --save) that the engine lacks.")] = None,
 ) -> None:
     """Build the base image and one image per server implementation (cached by content hash).
 
     With --pull (for CI runners and machines that should not pull mid-run), it then pulls the task
-    images of a SWE benchmark's rows: each image's registry is checked first, missing ones are listed."""
+    images of a SWE benchmark's rows: each image's registry is checked first, missing ones are listed.
+    --save DIR then writes them as archives; on a machine that cannot reach the registry, --load DIR
+    puts them on its engine (docs/swe.md#air-gapped-machines)."""
     from gym_compose.stack.lifecycle import PullOptions, StackArgs, build_command
 
     if input_file is not None and not pull:
         raise typer.BadParameter("--input goes with --pull", param_hint="--input")
-    build_command(StackArgs(request, *stack), PullOptions(input_file, parallel) if pull else None)
+    if save is not None and not pull:
+        raise typer.BadParameter("--save writes what --pull made sure is on the engine; add --pull", param_hint="--save")
+    options = PullOptions(input_file, parallel, save, load, pull) if pull or load is not None else None
+    build_command(StackArgs(request, *stack), options)
 
 
 @app.command(context_settings=STACK_COMMAND)

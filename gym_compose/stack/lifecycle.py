@@ -101,9 +101,11 @@ def render_command(args: StackArgs, output: Path) -> Path:
 
 
 def build_command(args: StackArgs, pull: Optional["PullOptions"] = None) -> dict[str, str]:
-    """Build the stack's images; with `pull`, then pull the task images its SWE rows name."""
-    if pull is None:
+    """Build the stack's images; with `pull`, load task image archives first (`load`), then pull the
+    task images its SWE rows name, then save them all as archives (`save`)."""
+    if pull is None or not pull.pull:
         stack = plan_from_request(args)
+        load_archives(pull)
     else:
         from gym_compose.stack.engine_room import check_engine_room
         from gym_compose.stack.swe_preflight import check_pulled_images
@@ -111,12 +113,13 @@ def build_command(args: StackArgs, pull: Optional["PullOptions"] = None) -> dict
         if pull.input_file is not None and not pull.input_file.is_file():
             raise UserError(f"--input {pull.input_file} is not a file", hint="--input takes a JSONL file of rows")
         loaded, stack = load_and_plan(args)
+        load_archives(pull)  # before the checks: what the archives hold needs no registry
         to_pull = check_pulled_images(loaded.data, loaded.search_roots, pull.input_file, skip_missing=True)
         check_engine_room(stack, to_pull)
     images = build_stack_images(stack, progress=say)
     for service in stack.services:
         print(f"{service.name:40} {images[service.name]}")
-    if pull is not None:
+    if pull is not None and pull.pull:
         from gym_compose.engine.images.build_context import image_exists
         from gym_compose.engine.images.task_pulls import pull_task_images
 
@@ -129,15 +132,41 @@ def build_command(args: StackArgs, pull: Optional["PullOptions"] = None) -> dict
                             + "\n".join(f"  - {p}" for p in problems[:20]),
                             hint="run `gym-compose build --pull` again to go on where it stopped; a run leaves the "
                             "rows of images the registry lacks out with --skip-missing-images", exit_code=1)
+        if pull.save is not None:
+            from gym_compose.engine.images.task_archives import save_task_images
+            from gym_compose.stack.swe_preflight import rows_task_images
+
+            wanted = rows_task_images(loaded.data, loaded.search_roots, pull.input_file)
+            saved = save_task_images(wanted, pull.save, say)
+            fail_on_archive_problems(saved.failed, "save", f"--save {pull.save}")
     return images
+
+
+def load_archives(pull: Optional["PullOptions"]) -> None:
+    if pull is not None and pull.load is not None:
+        from gym_compose.engine.images.task_archives import load_task_images
+
+        loaded = load_task_images(pull.load, say)
+        fail_on_archive_problems(loaded.failed, "load", f"--load {pull.load}")
+
+
+def fail_on_archive_problems(failed: dict[str, str], verb: str, option: str) -> None:
+    if failed:
+        raise UserError(f"could not {verb} {len(failed)} task image(s) ({option}):\n"
+                        + "\n".join(f"  - {image}: {why}" for image, why in sorted(failed.items())[:20]),
+                        hint=f"run the same command again to go on; what was {verb.rstrip('e')}ed stays", exit_code=1)
 
 
 @dataclass(frozen=True)
 class PullOptions:
-    """`build --pull`: the rows whose task images to pull (None: the benchmark's datasets), how many at once."""
+    """`build --pull/--save/--load`: the rows whose task images to pull (None: the benchmark's datasets),
+    how many at once, the folder to save them all into after, the folder of archives to load first."""
 
     input_file: Optional[Path] = None
     parallel: int = 4
+    save: Optional[Path] = None
+    load: Optional[Path] = None
+    pull: bool = True
 
 
 def refuse_if_running(project_name: str, target: str) -> None:

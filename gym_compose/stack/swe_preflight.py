@@ -81,6 +81,16 @@ def row_images(files: Iterable[Path], repository: str, template: Optional[str]) 
     return images
 
 
+def rows_task_images(data: dict[str, Any], roots: list[Path], input_file: Optional[Path] = None) -> list[str]:
+    """Every task image the rows of the SWE benchmarks that pull theirs name (`--input`'s rows, else
+    the benchmark's prepared datasets)."""
+    images: set[str] = set()
+    for verifier in pulled_image_verifiers(data, roots):
+        files = [input_file] if input_file is not None else [path for _, _, path in verifier.datasets if path]
+        images |= row_images(files, verifier.repository, verifier.template)
+    return sorted(images)
+
+
 def registry_host(repository: str) -> str:
     """The host that serves a repository's registry API (Docker Hub's is registry-1.docker.io)."""
     registry = image_registry(f"{repository}/x")

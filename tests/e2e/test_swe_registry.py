@@ -162,6 +162,35 @@ def test_swebench_pro_pulls_each_image_from_a_plain_http_registry_once(task_imag
         remove_pushed(registry)
 
 
+def test_an_image_budget_below_the_runs_images_removes_each_once_its_rows_are_done(task_images, tmp_path):
+    sizes = [int(ok(docker("image", "inspect", "--format", "{{.Size}}", image))) for image in task_images.values()]
+    budget_gib = 1.5 * max(sizes) / (1 << 30)  # one pulled image fits, two do not
+    registry = start_registry(tmp_path / "registry")
+    try:
+        digests = push_unique(registry, task_images, tmp_path / "image")
+        rows = rows_file(tmp_path / "rows.jsonl", digests)
+        project = f"{PROJECT_PREFIX}-swebudget-{os.getpid()}"
+        done, run_dir = run_pro(
+            tmp_path, project, rows, registry, "--num-samples-in-parallel", "1",
+            "++swebench_pro_resources_server.resources_servers.swebench_pro.sandbox_provider="
+            f"{{gym_compose: {{image_cache_gib: {budget_gib:.6f}}}}}")
+        assert done.returncode == 0, done.stderr[-4000:]
+        assert f"image budget {round(budget_gib, 6):g} GiB" in done.stderr, done.stderr[-3000:]
+        scored = read_jsonl(run_dir / "rollouts.jsonl")
+        assert sorted(row["dockerhub_tag"] for row in scored) == sorted(TASKS)
+        assert all(row["reward"] == 1.0 for row in scored), [(row["instance_id"], row.get("error")) for row in scored]
+        log = (run_dir / "sandbox-broker.log").read_text()
+        removed = [line for line in log.splitlines() if "removed the pulled image" in line]
+        pulled = [line for line in log.splitlines() if "pulled " in line and " in " in line]
+        assert len(pulled) == 3 and len(removed) == 2, log[-3000:]  # each image pulled once, all but the last removed
+        images = [f"{registry.address}/{NAMESPACE}:{task}" for task in TASKS]
+        on_engine = [image for image in images if docker("image", "inspect", image).returncode == 0]
+        assert len(on_engine) == 1 and all(image.split(":")[-1] not in "".join(removed) for image in on_engine)
+    finally:
+        registry.stop()
+        remove_pushed(registry)
+
+
 def test_a_registry_with_basic_auth_needs_docker_login_and_then_runs(task_images, tmp_path):
     registry = start_registry(tmp_path / "registry", credentials=("gym", uuid.uuid4().hex))
     assert registry.credentials is not None
@@ -211,4 +240,44 @@ def test_build_pull_pulls_ahead_lists_what_is_missing_and_goes_on_where_it_stopp
         assert "nothing to pull: every task image the rows name is on the engine" in again.stderr
     finally:
         registry.stop()
+        remove_pushed(registry)
+
+
+def test_saved_task_images_load_and_run_where_the_registry_cannot_be_reached(task_images, tmp_path):
+    registry = start_registry(tmp_path / "registry")
+    archives = tmp_path / "archives"
+    tasks = {task: task_images[task] for task in TASKS[:2]}
+    try:
+        digests = push_unique(registry, tasks, tmp_path / "image")
+        rows = rows_file(tmp_path / "rows.jsonl", digests)
+        build = ["build", "--benchmark", "swebench_pro", f"++{REPOSITORY_KEY}={registry.address}/{NAMESPACE}"]
+        saved = gym_compose(*build, "--pull", "--input", str(rows), "--save", str(archives), cwd=tmp_path)
+        assert saved.returncode == 0, saved.stderr[-3000:]
+        assert "saved 2, kept 0 already saved, of 2 task image(s)" in saved.stderr
+        index = json.loads((archives / "index.json").read_text())
+        images = sorted(f"{registry.address}/{NAMESPACE}:{task}" for task in tasks)
+        assert sorted(index) == images and all((archives / entry["file"]).is_file() for entry in index.values())
+        again = gym_compose(*build, "--pull", "--input", str(rows), "--save", str(archives), cwd=tmp_path)
+        assert "saved 0, kept 2 already saved" in again.stderr, again.stderr[-3000:]  # resumable
+    finally:
+        registry.stop()
+        remove_pushed(registry)  # the engine has neither image now, and their registry is gone
+    assert all(docker("image", "inspect", image).returncode != 0 for image in images)
+    try:
+        loaded = gym_compose(*build, "--load", str(archives), cwd=tmp_path)
+        assert loaded.returncode == 0, loaded.stderr[-3000:]
+        assert "loaded 2, 0 already on the engine, of 2 task image(s)" in loaded.stderr
+        project = f"{PROJECT_PREFIX}-sweload-{os.getpid()}"
+        done, run_dir = run_pro(tmp_path, project, rows, registry)  # its address answers nothing now
+        assert done.returncode == 0, done.stderr[-4000:]
+        scored = read_jsonl(run_dir / "rollouts.jsonl")
+        assert sorted(row["dockerhub_tag"] for row in scored) == sorted(tasks)
+        assert all(row["reward"] == 1.0 for row in scored) and pulls(run_dir) == []
+        broken = tmp_path / "broken"
+        broken.mkdir()
+        (broken / "index.json").write_text("[1, 2]")
+        refused = gym_compose(*build, "--load", str(broken), cwd=tmp_path)
+        assert refused.returncode == 2 and "is not an archive index" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    finally:
         remove_pushed(registry)
