@@ -140,3 +140,53 @@ def test_an_allow_listed_sandbox_gets_the_proxy_and_resolves_no_outside_name():
     for network in ("internal", "egress"):
         other = container_config("p", policy.model_copy(update={"network": network}), "img", 2.0)
         assert "Dns" not in other["HostConfig"] and "HTTP_PROXY=http://coder-egress-proxy:8888" not in other["Env"]
+
+
+def test_swarm_renders_the_same_proxy_on_overlay_networks(roots):
+    from gym_compose.render.swarm import swarm_model
+
+    stack = plan_stack(config(ALLOW), roots, StackOptions(project="p", publish_all=True))
+    model = swarm_model(stack, IMAGES, RenderOptions(docker_socket=SOCKET))
+    assert model["networks"]["sbx-coder"] == {"driver": "overlay", "labels": {"io.gym-compose.project": "p"},
+                                              "name": "p-sbx-coder", "internal": True, "attachable": True}
+    assert model["networks"][EGRESS_NETWORK]["driver"] == "overlay" and "internal" not in model["networks"][EGRESS_NETWORK]
+    proxy = model["services"]["coder-egress-proxy"]
+    compose = model_of(config(ALLOW), roots)["services"]["coder-egress-proxy"]
+    for key in ("image", "command", "user", "read_only", "cap_drop", "networks", "healthcheck"):
+        assert proxy[key] == compose[key], key
+    assert proxy["volumes"] == [{"type": "tmpfs", "target": "/tmp", "tmpfs": {"size": 4 << 20}}]
+    assert proxy["deploy"]["replicas"] == 1 and proxy["deploy"]["resources"]["limits"]["memory"] == "128M"
+    settings = BrokerSettings.model_validate_json(model["services"][BROKER_SERVICE]["environment"][POLICY_ENV])
+    # allow-listed sandboxes are on an internal network: they do not reach the node's published ports
+    assert settings.closed_node_ports == [] and settings.servers["coder"].proxy_url == "http://coder-egress-proxy:8888"
+
+
+def test_kubernetes_renders_the_proxy_and_lets_the_sandboxes_reach_it_alone(roots):
+    import kubernetes_validate
+
+    from gym_compose.render.kubernetes import kubernetes_manifests
+
+    stack = plan_stack(config(ALLOW), roots, StackOptions(project="p"))
+    manifests, secret = kubernetes_manifests(stack, IMAGES)
+    for document in [*manifests, secret]:
+        kubernetes_validate.validate(document, "1.30.0", strict=True)
+    named = {(m["kind"], m["metadata"]["name"]): m for m in manifests}
+    deployment = named["Deployment", "coder-egress-proxy"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    compose = model_of(config(ALLOW), roots)["services"]["coder-egress-proxy"]
+    assert container["image"] == "gym-compose/egress-proxy:456" and container["command"] == compose["command"]
+    assert container["securityContext"] == {"runAsUser": 65534, "runAsGroup": 65534, "runAsNonRoot": True,
+                                            "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                            "capabilities": {"drop": ["ALL"]}}
+    assert named["Service", "coder-egress-proxy"]["spec"]["ports"] == [{"name": "proxy", "port": 8888,
+                                                                        "targetPort": 8888}]
+    proxy_labels = {"app.kubernetes.io/part-of": "p", "app.kubernetes.io/name": "coder-egress-proxy"}
+    sandboxes = named["NetworkPolicy", "p-sandboxes-coder"]["spec"]
+    dns, to_proxy = sandboxes["egress"]
+    assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+    assert to_proxy == {"to": [{"podSelector": {"matchLabels": proxy_labels}}],
+                        "ports": [{"protocol": "TCP", "port": 8888}]}
+    proxy_policy = named["NetworkPolicy", "p-coder-egress-proxy"]["spec"]
+    assert proxy_policy["podSelector"]["matchLabels"] == proxy_labels and proxy_policy["egress"] == [{}]
+    (admitted,) = proxy_policy["ingress"]
+    assert admitted["from"] == [{"podSelector": {"matchLabels": sandboxes["podSelector"]["matchLabels"]}}]
