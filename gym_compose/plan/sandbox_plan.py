@@ -39,6 +39,7 @@ class ServerSandboxes:
     build: Optional[Path] = None  # a build folder
     implementation: str = ""
     task_images: Optional[TaskImageFolder] = None  # per-task images to build (leases ask for them by alias)
+    name_budget: int = DNS_LABEL  # the characters a service name of the project may have
 
     def task_image_key(self, alias: str) -> str:
         """The key of one built task image in the stack's images map."""
@@ -58,7 +59,7 @@ class ServerSandboxes:
         """The service of this server's egress proxy (sandboxes with an allow-list only)."""
         if self.policy.network != "allowlist":
             return None
-        return shortened(f"{self.service}-egress-proxy", DNS_LABEL)
+        return shortened(f"{self.service}-egress-proxy", self.name_budget)
 
 
 @dataclass
@@ -81,7 +82,8 @@ class SandboxPlan:
 
 
 def plan_sandboxes(data: dict[str, Any], services: list["Service"],
-                   roots: Sequence[Path] = ()) -> Optional[SandboxPlan]:
+                   roots: Sequence[Path] = (), name_budget: int = DNS_LABEL) -> Optional[SandboxPlan]:
+    """`name_budget`: the characters a service name may have in this project (contract.service_budget)."""
     by_instance = {service.instance: service for service in services if service.instance}
     found = config_instances(data)
     if not any(declares_sandboxes(instance.spec) for instance in found):
@@ -105,7 +107,8 @@ def plan_sandboxes(data: dict[str, Any], services: list["Service"],
         notices.extend(declaration.notices)
         server = ServerSandboxes(instance=instance.name, service=service.name, policy=declaration.policy,
                                  image=declaration.image, build=declaration.build,
-                                 implementation=instance.implementation, task_images=declaration.task_images)
+                                 implementation=instance.implementation, task_images=declaration.task_images,
+                                 name_budget=name_budget)
         if server.proxy_service in {*(s.name for s in services), BROKER_SERVICE, CONTROL_NETWORK, EGRESS_NETWORK}:
             raise UserError(f"instance {instance.name!r}'s sandbox egress proxy would be the service "
                             f"{server.proxy_service!r}, which is taken", hint="rename the instance")

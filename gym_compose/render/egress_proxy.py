@@ -31,7 +31,8 @@ def proxy_url(service: str) -> str:
 
 def tinyproxy_config() -> list[str]:
     """tinyproxy's configuration: the filter denies every host it does not list (fnmatch
-    patterns, so `*.example.org` works as written); CONNECT only to 443; no Via header naming it."""
+    patterns, so `*.example.org` works as written; matched as written, case included: the plan
+    lower-cases the list); CONNECT only to 443; no Via header naming it."""
     return [
         f"Port {PROXY_PORT}",
         "Listen 0.0.0.0",
@@ -43,7 +44,6 @@ def tinyproxy_config() -> list[str]:
         f'Filter "{FILTER_FILE}"',
         "FilterURLs Off",
         "FilterType fnmatch",
-        "FilterCaseSensitive No",
         "FilterDefaultDeny Yes",
         "ConnectPort 443",
         f'ErrorFile 403 "{ERROR_FILE}"',

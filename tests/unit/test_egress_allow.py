@@ -190,3 +190,13 @@ def test_kubernetes_renders_the_proxy_and_lets_the_sandboxes_reach_it_alone(root
     assert proxy_policy["podSelector"]["matchLabels"] == proxy_labels and proxy_policy["egress"] == [{}]
     (admitted,) = proxy_policy["ingress"]
     assert admitted["from"] == [{"podSelector": {"matchLabels": sandboxes["podSelector"]["matchLabels"]}}]
+
+
+def test_a_long_server_name_leaves_the_proxy_a_name_within_the_projects_budget(roots):
+    from gym_compose.contract import service_budget
+
+    data = {"a_rather_long_instance_name_for_a_coder": config(ALLOW)["coder"], "plain": config()["plain"]}
+    project = "a-project-name-of-some-length"
+    stack = plan_stack(data, roots, StackOptions(project=project))
+    (server,) = stack.sandboxes.servers
+    assert len(server.proxy_service) == service_budget(project) and server.proxy_service.startswith(server.service[:20])
