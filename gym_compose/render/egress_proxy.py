@@ -9,6 +9,7 @@ and fixed text: nothing in it is a `$`, which compose and `docker stack deploy` 
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -27,6 +28,13 @@ REFUSAL = ("gym-compose egress proxy: {cause}: {url} ({detail}). This sandbox re
 
 def proxy_url(service: str) -> str:
     return f"http://{service}:{PROXY_PORT}"
+
+
+def service_link_url(service: str) -> str:
+    """The proxy's URL for a Kubernetes pod that resolves no names: the address from the Service's
+    environment variables (service links), which Kubernetes puts into a `$(VAR)` of an env value."""
+    variable = re.sub(r"[^A-Z0-9]", "_", service.upper())
+    return f"http://$({variable}_SERVICE_HOST):$({variable}_SERVICE_PORT)"
 
 
 def tinyproxy_config() -> list[str]:

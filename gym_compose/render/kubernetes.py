@@ -418,6 +418,11 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
     project = stack.project
     account = f"{project}-{BROKER_SERVICE}"
     settings = broker_settings(stack, images)
+    for server in stack.sandboxes.servers if stack.sandboxes else []:
+        if server.proxy_service:  # allow-listed pods resolve no names (pod.py): the proxy by its service links
+            from gym_compose.render.egress_proxy import service_link_url
+
+            settings.servers[server.instance].proxy_url = service_link_url(server.proxy_service)
     broker = Service(name=BROKER_SERVICE, role="sandbox-broker", port=BROKER_PORT)
     # a sandbox pod's owner label is its server's service, which the NetworkPolicies select
     owners = {server.policy.server: server.service for server in (stack.sandboxes.servers if stack.sandboxes else [])}
@@ -503,7 +508,7 @@ def _network_policies(stack: Stack) -> list[dict[str, Any]]:
     network; only sandbox-leasing servers reach the broker (the internal control network). A
     sandbox pod admits connections from the server that leased it only, and may open none into
     the project: with `internal` it may ask DNS and nothing else, with `egress` also the world,
-    with an allow-list DNS and its server's egress proxy (which admits that server's sandboxes only),
+    with an allow-list its server's egress proxy alone (which admits that server's sandboxes only),
     where every pod of the project (servers, head, broker, engines, other sandboxes) is selected
     by an ingress policy that admits no sandbox pod. What the network guard does under compose
     and Swarm (gym_compose/server/netguard.py), the pods' policies do here (docs/sandboxes.md)."""
@@ -543,7 +548,7 @@ def _network_policies(stack: Stack) -> list[dict[str, Any]]:
             proxy = _selector(project, server.proxy_service)
             to_proxy = {"to": [{"podSelector": {"matchLabels": proxy}}],
                         "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}
-            rules = {"ingress": [{"from": [owner]}], "egress": [dns, to_proxy]}
+            rules = {"ingress": [{"from": [owner]}], "egress": [to_proxy]}  # no DNS: the pods resolve no names
             # the proxy admits this server's sandboxes alone, and goes out anywhere (its filter
             # decides where; the project's pods admit no one outside their network)
             policies.append(policy(server.proxy_service, proxy, ["Ingress", "Egress"],

@@ -182,10 +182,9 @@ def test_kubernetes_renders_the_proxy_and_lets_the_sandboxes_reach_it_alone(root
                                                                         "targetPort": 8888}]
     proxy_labels = {"app.kubernetes.io/part-of": "p", "app.kubernetes.io/name": "coder-egress-proxy"}
     sandboxes = named["NetworkPolicy", "p-sandboxes-coder"]["spec"]
-    dns, to_proxy = sandboxes["egress"]
-    assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
-    assert to_proxy == {"to": [{"podSelector": {"matchLabels": proxy_labels}}],
-                        "ports": [{"protocol": "TCP", "port": 8888}]}
+    # to the proxy's port and nowhere else, not even DNS
+    assert sandboxes["egress"] == [{"to": [{"podSelector": {"matchLabels": proxy_labels}}],
+                                    "ports": [{"protocol": "TCP", "port": 8888}]}]
     proxy_policy = named["NetworkPolicy", "p-coder-egress-proxy"]["spec"]
     assert proxy_policy["podSelector"]["matchLabels"] == proxy_labels and proxy_policy["egress"] == [{}]
     (admitted,) = proxy_policy["ingress"]
@@ -200,3 +199,31 @@ def test_a_long_server_name_leaves_the_proxy_a_name_within_the_projects_budget(r
     stack = plan_stack(data, roots, StackOptions(project=project))
     (server,) = stack.sandboxes.servers
     assert len(server.proxy_service) == service_budget(project) and server.proxy_service.startswith(server.service[:20])
+
+
+def test_an_allow_listed_pod_resolves_no_names_and_finds_its_proxy_by_the_services_variables(roots):
+    import json
+
+    import kubernetes_validate
+
+    from gym_compose.render.kubernetes import kubernetes_manifests
+    from gym_compose.sandbox.broker.pod import pod_manifest
+
+    stack = plan_stack(config(ALLOW), roots, StackOptions(project="p"))
+    manifests, _ = kubernetes_manifests(stack, IMAGES)
+    (broker,) = [m for m in manifests if m["kind"] == "Deployment" and m["metadata"]["name"] == BROKER_SERVICE]
+    env = {e["name"]: e.get("value") for e in broker["spec"]["template"]["spec"]["containers"][0]["env"]}
+    policy = BrokerSettings.model_validate(json.loads(env[POLICY_ENV])).servers["coder"]
+    url = "http://$(CODER_EGRESS_PROXY_SERVICE_HOST):$(CODER_EGRESS_PROXY_SERVICE_PORT)"
+    assert policy.proxy_url == url
+    pod = pod_manifest(container_config("p", policy, "img", 2.0), "p-sbx-coder-1", "coder")
+    kubernetes_validate.validate(pod, "1.30.0", strict=True)
+    spec = pod["spec"]
+    assert spec["dnsPolicy"] == "None" and spec["dnsConfig"] == {"nameservers": ["127.0.0.1"]}
+    assert spec["enableServiceLinks"] is True
+    pod_env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+    assert pod_env["HTTPS_PROXY"] == pod_env["http_proxy"] == url
+    # other policies keep the cluster's DNS and no service links
+    internal = pod_manifest(container_config("p", policy.model_copy(update={"network": "internal"}), "img", 2.0),
+                            "p-sbx-coder-2", "coder")["spec"]
+    assert "dnsPolicy" not in internal and internal["enableServiceLinks"] is False
