@@ -144,7 +144,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     if any(declares_sandboxes(instance.spec) for instance in instances(data)):  # else no pydantic import
         from gym_compose.plan.sandbox_plan import plan_sandboxes
 
-        sandboxes = plan_sandboxes(data, services, roots)
+        sandboxes = plan_sandboxes(data, services, roots, service_budget(options.project))
     return Stack(
         project=options.project,
         services=[head, *services, *inference],

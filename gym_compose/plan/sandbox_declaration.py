@@ -13,7 +13,8 @@ the broker enforces. Pure: no Docker, no files.
             memory: 512m
             pids: 256
             workdir: /work
-            network: internal                  # none | internal | egress
+            network: internal                  # none | internal | egress, or
+                                               # {egress: {allow: [pypi.org, ...]}} (egress_allow.py)
             ttl_s: 3600
             timeout_s: 60                      # default per-command timeout
             warm_pool: 4
@@ -31,6 +32,7 @@ from pydantic import ValidationError
 
 from gym_compose.config.instances import ServerInstance
 from gym_compose.errors import UserError
+from gym_compose.plan.egress_allow import allowed_hosts
 from gym_compose.plan.sandbox_names import declares_sandboxes
 from gym_compose.sandbox.policy import ALLOWED_CAPABILITIES, NETWORK_POLICIES, SandboxPolicy, parse_size
 from gym_compose.sandbox.provider_config import DEFAULT_METADATA_KEY
@@ -94,10 +96,15 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
         fields["memory_bytes"] = _size(where, "memory", block["memory"])
     if block.get("workdir_size") is not None:
         fields["workdir_size_bytes"] = _size(where, "workdir_size", block["workdir_size"])
-    if fields.get("network") is not None and fields["network"] not in NETWORK_POLICIES:
-        raise UserError(f"{where}.network must be one of {', '.join(NETWORK_POLICIES)}, got {fields['network']!r}",
+    if isinstance(fields.get("network"), dict):
+        fields["egress_allow"] = allowed_hosts(f"{where}.network", fields["network"])
+        fields["network"] = "allowlist"
+    elif fields.get("network") is not None and fields["network"] not in NETWORK_POLICIES:
+        raise UserError(f"{where}.network must be one of {', '.join(NETWORK_POLICIES)} or a mapping, "
+                        f"got {fields['network']!r}",
                         hint="internal (the default) reaches only the server that leases it; none has no network; "
-                        "egress also reaches the internet")
+                        "egress also reaches the internet; {egress: {allow: [HOST, ...]}} reaches those hosts "
+                        "through a proxy")
     caps = [str(cap).upper().removeprefix("CAP_") for cap in fields.get("cap_add") or []]
     refused = sorted(set(caps) - ALLOWED_CAPABILITIES)
     if refused:

@@ -3,7 +3,9 @@
 A stack with no server that declares sandboxes gets nothing (no broker, no networks). Otherwise:
 one broker service on the sandbox control network (internal), which only the declaring servers
 also join; per declaring server a sandbox network (internal, or with egress when asked) shared by
-that server and its sandboxes only; per server a token (see gym_compose/sandbox/tokens.py).
+that server and its sandboxes only; per server a token (see gym_compose/sandbox/tokens.py). A
+server whose sandboxes have an egress allow-list also gets a forward proxy service on its (internal)
+sandbox network and the project's egress network, the one way out (render/egress_proxy.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import instances as config_instances
-from gym_compose.contract import image_registry
+from gym_compose.contract import DNS_LABEL, image_registry, shortened
 from gym_compose.errors import UserError
 from gym_compose.plan.sandbox_names import BROKER_PORT, BROKER_SERVICE, declares_sandboxes  # noqa: F401 (re-exported)
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from gym_compose.sandbox.policy import SandboxPolicy
 
 CONTROL_NETWORK = "sandbox-control"
+EGRESS_NETWORK = "sandbox-egress"  # the egress proxies' way out (none of the servers or sandboxes join it)
 TASK_IMAGE_KEY = "task-image:"
 
 
@@ -36,6 +39,7 @@ class ServerSandboxes:
     build: Optional[Path] = None  # a build folder
     implementation: str = ""
     task_images: Optional[TaskImageFolder] = None  # per-task images to build (leases ask for them by alias)
+    name_budget: int = DNS_LABEL  # the characters a service name of the project may have
 
     def task_image_key(self, alias: str) -> str:
         """The key of one built task image in the stack's images map."""
@@ -50,12 +54,22 @@ class ServerSandboxes:
     def network_key(self) -> Optional[str]:
         return None if self.policy.network == "none" else f"sbx-{self.service}"
 
+    @property
+    def proxy_service(self) -> Optional[str]:
+        """The service of this server's egress proxy (sandboxes with an allow-list only)."""
+        if self.policy.network != "allowlist":
+            return None
+        return shortened(f"{self.service}-egress-proxy", self.name_budget)
+
 
 @dataclass
 class SandboxPlan:
     servers: list[ServerSandboxes]
     options: BrokerOptions
     notices: list[str] = field(default_factory=list)
+
+    def proxy_services(self) -> list[str]:
+        return [server.proxy_service for server in self.servers if server.proxy_service]
 
     def server(self, instance: str) -> Optional[ServerSandboxes]:
         return next((s for s in self.servers if s.instance == instance), None)
@@ -68,7 +82,8 @@ class SandboxPlan:
 
 
 def plan_sandboxes(data: dict[str, Any], services: list["Service"],
-                   roots: Sequence[Path] = ()) -> Optional[SandboxPlan]:
+                   roots: Sequence[Path] = (), name_budget: int = DNS_LABEL) -> Optional[SandboxPlan]:
+    """`name_budget`: the characters a service name may have in this project (contract.service_budget)."""
     by_instance = {service.instance: service for service in services if service.instance}
     found = config_instances(data)
     if not any(declares_sandboxes(instance.spec) for instance in found):
@@ -90,10 +105,14 @@ def plan_sandboxes(data: dict[str, Any], services: list["Service"],
             raise UserError(f"instance {instance.name!r} maps to the service name {service.name!r}, which the sandbox "
                             "broker uses", hint="rename the instance")
         notices.extend(declaration.notices)
-        servers.append(ServerSandboxes(instance=instance.name, service=service.name, policy=declaration.policy,
-                                       image=declaration.image, build=declaration.build,
-                                       implementation=instance.implementation,
-                                       task_images=declaration.task_images))
+        server = ServerSandboxes(instance=instance.name, service=service.name, policy=declaration.policy,
+                                 image=declaration.image, build=declaration.build,
+                                 implementation=instance.implementation, task_images=declaration.task_images,
+                                 name_budget=name_budget)
+        if server.proxy_service in {*(s.name for s in services), BROKER_SERVICE, CONTROL_NETWORK, EGRESS_NETWORK}:
+            raise UserError(f"instance {instance.name!r}'s sandbox egress proxy would be the service "
+                            f"{server.proxy_service!r}, which is taken", hint="rename the instance")
+        servers.append(server)
     if not servers:
         return None
     options = broker_options(data, [i for i in found if i.name in {s.instance for s in servers}])

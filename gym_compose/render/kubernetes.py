@@ -14,7 +14,8 @@ The same plan as the compose project, in Kubernetes' words:
   at /run/secrets, as compose does), in their own file;
 - the collector as a Job (rows from a ConfigMap the user creates, results on a volume claim);
 - NetworkPolicies for the compose networks' isolation, and for sandboxes the broker with a
-  ServiceAccount whose Role reaches pods of its own namespace only.
+  ServiceAccount whose Role reaches pods of its own namespace only, and per server whose sandboxes
+  have an egress allow-list its proxy's Deployment and Service.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ def kubernetes_manifests(stack: Stack, images: dict[str, str], project_secret: s
         manifests.append(_claim(project, name, CACHE_SIZE, key))
     if stack.sandboxes is not None:
         manifests.extend(_sandbox_broker(stack, images))
+        for server in stack.sandboxes.servers:
+            if server.proxy_service:
+                manifests.extend(_egress_proxy(project, server.proxy_service, server.policy.egress_allow, images))
     manifests.append(_claim(project, f"{project}-results", RESULTS_SIZE, "results"))
     manifests.append(_collector_job(stack, images["base"]))
     manifests.extend(_network_policies(stack))
@@ -414,6 +418,11 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
     project = stack.project
     account = f"{project}-{BROKER_SERVICE}"
     settings = broker_settings(stack, images)
+    for server in stack.sandboxes.servers if stack.sandboxes else []:
+        if server.proxy_service:  # allow-listed pods resolve no names (pod.py): the proxy by its service links
+            from gym_compose.render.egress_proxy import service_link_url
+
+            settings.servers[server.instance].proxy_url = service_link_url(server.proxy_service)
     broker = Service(name=BROKER_SERVICE, role="sandbox-broker", port=BROKER_PORT)
     # a sandbox pod's owner label is its server's service, which the NetworkPolicies select
     owners = {server.policy.server: server.service for server in (stack.sandboxes.servers if stack.sandboxes else [])}
@@ -460,11 +469,46 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
     ]
 
 
+def _egress_proxy(project: str, name: str, hosts: list[str], images: dict[str, str]) -> list[dict[str, Any]]:
+    """The Deployment and Service of a server's egress proxy (render/egress_proxy.py): the one peer
+    its allow-listed sandbox pods may open connections to (the NetworkPolicies below)."""
+    from gym_compose.render import egress_proxy
+
+    uid, _, gid = egress_proxy.PROXY_USER.partition(":")
+    port = egress_proxy.PROXY_PORT
+    container = {
+        "name": "egress-proxy", "image": images.get(egress_proxy.IMAGE_KEY, egress_proxy.IMAGE_KEY),
+        "imagePullPolicy": "IfNotPresent", "command": egress_proxy.proxy_command(hosts),
+        "ports": [{"name": "proxy", "containerPort": port}],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "resources": {"requests": {"memory": "16Mi", "cpu": "10m"}, "limits": {"memory": "128Mi"}},
+        "securityContext": {"runAsUser": int(uid), "runAsGroup": int(gid), "runAsNonRoot": True,
+                            "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+        "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10, "timeoutSeconds": 5},
+    }
+    meta = _meta(project, name, egress_proxy.PROXY_ROLE, name)
+    service = _service(project, name, port, egress_proxy.PROXY_ROLE)
+    service["spec"]["ports"][0]["name"] = "proxy"
+    return [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+         "spec": {"replicas": 1, "selector": {"matchLabels": _selector(project, name)},
+                  "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": {
+                      "automountServiceAccountToken": False, "enableServiceLinks": False,
+                      "terminationGracePeriodSeconds": 5, "containers": [container],
+                      "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                      "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "4Mi"}}]}}}},
+        service,
+    ]
+
+
 def _network_policies(stack: Stack) -> list[dict[str, Any]]:
     """Compose's networks as policies: servers (and the collector) reach each other on the project
     network; only sandbox-leasing servers reach the broker (the internal control network). A
     sandbox pod admits connections from the server that leased it only, and may open none into
     the project: with `internal` it may ask DNS and nothing else, with `egress` also the world,
+    with an allow-list its server's egress proxy alone (which admits that server's sandboxes only),
     where every pod of the project (servers, head, broker, engines, other sandboxes) is selected
     by an ingress policy that admits no sandbox pod. What the network guard does under compose
     and Swarm (gym_compose/server/netguard.py), the pods' policies do here (docs/sandboxes.md)."""
@@ -498,6 +542,19 @@ def _network_policies(stack: Stack) -> list[dict[str, Any]]:
             rules: dict[str, Any] = {"ingress": [], "egress": []}
         elif server.policy.network == "egress":
             rules = {"ingress": [{"from": [owner]}], "egress": [{}]}
+        elif server.proxy_service:
+            from gym_compose.render.egress_proxy import PROXY_PORT
+
+            proxy = _selector(project, server.proxy_service)
+            to_proxy = {"to": [{"podSelector": {"matchLabels": proxy}}],
+                        "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}
+            rules = {"ingress": [{"from": [owner]}], "egress": [to_proxy]}  # no DNS: the pods resolve no names
+            # the proxy admits this server's sandboxes alone, and goes out anywhere (its filter
+            # decides where; the project's pods admit no one outside their network)
+            policies.append(policy(server.proxy_service, proxy, ["Ingress", "Egress"],
+                                   ingress=[{"from": [{"podSelector": {"matchLabels": sandboxes}}],
+                                             "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}],
+                                   egress=[{}]))
         else:
             rules = {"ingress": [{"from": [owner]}], "egress": [dns]}
         policies.append(policy(f"sandboxes-{server.service}", sandboxes, ["Ingress", "Egress"], **rules))

@@ -1,5 +1,6 @@
 """The compose side of a sandbox plan: the broker service, the sandbox networks, each declaring
-server's extra networks, environment and token, and the secret files (the project secret is kept
+server's extra networks, environment and token, the egress proxies of allow-listed sandboxes
+(render/egress_proxy.py), and the secret files (the project secret is kept
 across re-renders of a running stack, so a second `eval run --no-serve` does not change tokens;
 the broker's registry credentials, when it pulls, are written by the engine layer afterwards)."""
 
@@ -30,7 +31,9 @@ from gym_compose.contract import SANDBOX_POLICY_ENV as POLICY_ENV
 from gym_compose.contract import SANDBOX_REGISTRY_AUTH_SECRET as REGISTRY_AUTH_SECRET
 from gym_compose.contract import SANDBOX_TOKEN_FILE_ENV as TOKEN_FILE_ENV
 from gym_compose.plan.runtime_choice import NEMO_GYM
-from gym_compose.plan.sandbox_plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK
+from gym_compose.plan.sandbox_plan import BROKER_PORT, BROKER_SERVICE, CONTROL_NETWORK, EGRESS_NETWORK
+from gym_compose.render import egress_proxy
+from gym_compose.render.egress_proxy import proxy_url
 from gym_compose.sandbox.policy import BrokerSettings
 from gym_compose.sandbox.tokens import BROKER_SECRET, server_secret_name, server_token
 
@@ -58,8 +61,9 @@ def broker_settings(stack: "Stack", images: dict[str, str], publishes_on_every_i
         network_name = network_name_of(stack.project, server.network_key) if server.network_key else None
         prefix = server.task_image_key("")
         aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
+        proxy = {"proxy_url": proxy_url(server.proxy_service)} if server.proxy_service else {}
         servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name,
-                                                                   "image_aliases": aliases})
+                                                                   "image_aliases": aliases, **proxy})
     closed: dict[str, Any] = {}
     if publishes_on_every_interface and any(s.policy.network == "egress" for s in plan.servers):
         # the node's published ports, which egress sandboxes reach through the node
@@ -99,6 +103,13 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
                                             **({"driver_opts": dict(NO_HOST_ADDRESS)} if internal else {}),
                                             "labels": dict(labels)}
             guard_sandbox_side(service, server.network_key, stack.service(server.service).runtime)
+        if server.proxy_service and server.network_key:
+            networks[EGRESS_NETWORK] = {"name": network_name_of(stack.project, EGRESS_NETWORK),
+                                        "labels": dict(labels)}
+            model["services"][server.proxy_service] = egress_proxy.compose_service(
+                images.get(egress_proxy.IMAGE_KEY, egress_proxy.IMAGE_KEY), server.policy.egress_allow,
+                [server.network_key, EGRESS_NETWORK], {**labels, ROLE_LABEL: egress_proxy.PROXY_ROLE},
+                {key: value for key, value in server_spec["healthcheck"].items() if key != "test"})
         secret = server_secret_name(server.instance)
         service["secrets"] = sorted({*service.get("secrets", []), secret})
         service.setdefault("environment", {}).update({

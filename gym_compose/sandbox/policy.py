@@ -15,7 +15,9 @@ from gym_compose.contract import SANDBOX_SERVER_LABEL as SERVER_LABEL
 
 __all__ = ["PROJECT_LABEL", "ROLE_LABEL", "SANDBOX_LABEL", "SERVER_LABEL"]  # what every sandbox carries
 
-NetworkPolicy = Literal["none", "internal", "egress"]
+# "allowlist": the sandbox network is internal and the server's egress proxy reaches the named
+# hosts only (the declaration's `network: {egress: {allow: [...]}}`); not a string users write.
+NetworkPolicy = Literal["none", "internal", "egress", "allowlist"]
 NETWORK_POLICIES: tuple[str, ...] = ("none", "internal", "egress")
 
 # Docker's default capabilities minus the risky ones (NET_RAW, MKNOD, SETFCAP): what a sandbox
@@ -65,7 +67,9 @@ class SandboxPolicy(BaseModel):
     read_only: bool = False
     workdir_size_bytes: int = 256 << 20  # the work folder's tmpfs size when read_only
     network: NetworkPolicy = "internal"
-    network_name: Optional[str] = None  # the plan's network for internal/egress
+    network_name: Optional[str] = None  # the plan's network for internal/egress/allowlist
+    egress_allow: list[str] = Field(default_factory=list)  # allowlist: the hosts its proxy lets through
+    proxy_url: Optional[str] = None  # allowlist: the proxy, as the sandbox's HTTP(S)_PROXY (filled in by render)
     ttl_s: float = 14400.0
     timeout_s: float = 180.0
     ready_timeout_s: float = 300.0

@@ -197,10 +197,12 @@ def start_servers(stack: Stack, deployed: DeployedStack) -> None:
 
 
 def stack_service_names(stack: Stack) -> list[str]:
-    """Every long-running service: the servers, and the sandbox broker when servers lease sandboxes."""
+    """Every long-running service: the servers, and the sandbox broker (and egress proxies) when servers
+    lease sandboxes."""
     from gym_compose.plan.sandbox_names import BROKER_SERVICE
 
-    return [s.name for s in stack.services] + ([BROKER_SERVICE] if stack.sandboxes is not None else [])
+    sandbox_services = [BROKER_SERVICE, *stack.sandboxes.proxy_services()] if stack.sandboxes is not None else []
+    return [s.name for s in stack.services] + sandbox_services
 
 
 def serve(stack: Stack, target: TargetOptions) -> DeployedStack:

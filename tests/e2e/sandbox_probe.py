@@ -2,6 +2,7 @@
 leases sandboxes through the real client API and prints one JSON object with what it saw.
 
     python - isolation HOST_IP... | python - leases N | python - refusals IMAGE | python - reach JSON
+    | python - script PYTHON_SOURCE ARG...
 """
 
 import asyncio
@@ -117,6 +118,17 @@ async def reach_report(spec):
     return report
 
 
+async def run_script(script, args):
+    """A Python script run with `args` in a newly leased sandbox (with the sandbox's own environment)."""
+    sandbox = await AsyncSandbox().start(SandboxSpec(metadata={"session": "script"}))
+    try:
+        await sandbox.write_file("script.py", script)
+        result = await sandbox.exec("python3 script.py " + " ".join(shlex.quote(arg) for arg in args), timeout_s=120)
+        return {"stdout": result.stdout, "stderr": result.stderr, "return_code": result.return_code}
+    finally:
+        await sandbox.stop()
+
+
 async def reach(sandbox, host, port):
     result = await sandbox.exec(f"python3 -c '{CONNECT}' {host} {port}", timeout_s=20)
     return (result.stdout or "").strip() or result.stderr
@@ -209,6 +221,8 @@ def main():
         result = asyncio.run(leases(int(sys.argv[2])))
     elif kind == "refusals":
         result = refusals(sys.argv[2])
+    elif kind == "script":
+        result = asyncio.run(run_script(sys.argv[2], sys.argv[3:]))
     elif kind == "reach":
         result = asyncio.run(reach_report(json.loads(sys.argv[2])))
     else:

@@ -60,9 +60,9 @@ class ReachStack:
         return json.loads(done.stdout)
 
 
-def start_stack(cwd: Path, project: str, *target: str) -> ReachStack:
+def start_stack(cwd: Path, project: str, *target: str, config_text: str = CONFIG) -> ReachStack:
     config = cwd / "reach.yaml"
-    config.write_text(CONFIG)
+    config.write_text(config_text)
     head_port = free_port()
     up = gym_compose("up", "-d", "-p", project, "--head-port", str(head_port), "--config", str(config), *target,
                      cwd=cwd, timeout=1200)

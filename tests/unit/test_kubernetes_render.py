@@ -233,9 +233,11 @@ def test_no_pod_of_the_project_admits_a_sandbox_and_a_sandbox_admits_only_its_ow
     for name in ("coder_impl", "plain_impl"):
         (tmp_path / "server_images" / name).mkdir(parents=True)
         (tmp_path / "server_images" / name / "app.py").write_text("print('hi')\n")
-    data = {f"box_{network}": {"resources_servers": {"coder_impl": {
+    networks = {"none": "none", "internal": "internal", "egress": "egress",
+                "allowlist": {"egress": {"allow": ["pypi.org"]}}}
+    data = {f"box_{key}": {"resources_servers": {"coder_impl": {
         "entrypoint": "app.py", "sandbox_config": {"image": "python:3.12-slim", "network": network}}}}
-        for network in ("none", "internal", "egress")}
+        for key, network in networks.items()}
     data["plain"] = {"resources_servers": {"plain_impl": {"entrypoint": "app.py"}}}
     stack = plan_stack(data, [tmp_path], StackOptions(project="p"))
     manifests, _ = kubernetes_manifests(stack, IMAGES)
@@ -249,7 +251,9 @@ def test_no_pod_of_the_project_admits_a_sandbox_and_a_sandbox_admits_only_its_ow
         pod = pod_manifest(config, f"sbx-{server.service}", server.service)
         sandboxes[server.service] = {"namespace": "ns", "labels": pod["metadata"]["labels"]}
     kube_dns = {"namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}}
-    assert {"head", "plain", "sandbox-broker", "p-collector", "box-none", "box-internal", "box-egress"} <= set(pods)
+    proxy = "box-allowlist-egress-proxy"
+    assert {"head", "plain", "sandbox-broker", "p-collector", "box-none", "box-internal", "box-egress",
+            "box-allowlist", proxy} <= set(pods)
 
     # the evaluation is not vacuous: the project's own paths are open
     assert connects(policies, pods["p-collector"], pods["head"]) and connects(policies, pods["plain"], pods["head"])
@@ -258,13 +262,19 @@ def test_no_pod_of_the_project_admits_a_sandbox_and_a_sandbox_admits_only_its_ow
     for owner, sandbox in sandboxes.items():
         network = owner.removeprefix("box-")
         for name, pod in pods.items():  # no server, head, broker, collector answers a sandbox
-            assert not connects(policies, sandbox, pod), (owner, name)
+            # but its proxy answers an allow-listed one
+            assert connects(policies, sandbox, pod) == (network == "allowlist" and name == proxy), (owner, name)
             # only the owner reaches into its sandbox, and only when it has a network
             assert connects(policies, pod, sandbox) == (name == owner and network != "none"), (name, owner)
         for other_owner, other in sandboxes.items():
             assert other_owner == owner or not connects(policies, sandbox, other), (owner, other_owner)
-        assert _allowed(policies, "Egress", sandbox, kube_dns) == (network != "none")
+        # an allow-listed pod resolves no names (it finds its proxy by the Service's variables)
+        assert _allowed(policies, "Egress", sandbox, kube_dns) == (network not in ("none", "allowlist"))
         (own,) = [policy["spec"] for policy in policies
                   if policy["spec"]["podSelector"]["matchLabels"].get("gym-compose.io/sandbox-owner") == owner]
         assert (own["egress"] == [{}]) == (network == "egress")  # egress: also the world outside the cluster
+    # the proxy: nothing of the project answers it; it goes out anywhere (its filter decides)
+    for name, pod in pods.items():
+        assert name == proxy or not connects(policies, pods[proxy], pod), name
+    assert _allowed(policies, "Egress", pods[proxy], {"namespace": "elsewhere", "labels": {}})
     assert all(rule != {} for policy in policies for rule in policy["spec"].get("ingress") or [])  # none admits all

@@ -40,6 +40,17 @@ def test_swebench_mini_declares_its_task_images_and_the_agent_only_sandbox_acces
     assert settings.servers["swebench_mini_coding_agent"].image_aliases == {}
 
 
+def test_swebench_pro_sandboxes_reach_the_package_indexes_only_through_a_proxy():
+    _, stack = planned("swebench_pro")
+    verifier = stack.sandboxes.server("swebench_pro_resources_server")
+    assert verifier.policy.network == "allowlist" and verifier.proxy_service == "swebench-pro-resources-server-egress-proxy"
+    assert verifier.policy.egress_allow == ["pypi.org", "files.pythonhosted.org", "registry.npmjs.org",
+                                            "registry.yarnpkg.com", "proxy.golang.org", "sum.golang.org"]
+    # the coding agent runs its commands in the verifier's sandboxes (handed over), having none of its own
+    assert stack.sandboxes.server("swebench_pro_coding_agent").policy.network == "none"
+    assert stack.sandboxes.proxy_services() == [verifier.proxy_service]
+
+
 def test_swebench_pro_pulls_its_images_within_the_memory_cap():
     _, stack = planned("swebench_pro")
     policy = stack.sandboxes.server("swebench_pro_resources_server").policy

@@ -64,8 +64,10 @@ def _stack_images(stack: Stack, progress: Callable[[str], None], pinned: dict[st
     if stack.sandboxes is not None:
         from gym_compose.engine.images.sandbox_images import ensure_stack_sandbox_images
         from gym_compose.plan.sandbox_names import BROKER_SERVICE
+        from gym_compose.render.egress_proxy import IMAGE_KEY as PROXY_IMAGE_KEY
 
         keys = [BROKER_SERVICE] + [server.image_key for server in stack.sandboxes.servers]
+        keys += [PROXY_IMAGE_KEY] if stack.sandboxes.proxy_services() else []
         if not all(key in pinned for key in keys):
             images.update(ensure_stack_sandbox_images(stack.sandboxes, base, progress))
         images.update({key: pinned[key] for key in keys if key in pinned})

@@ -40,6 +40,9 @@ BUILD_PACKAGES = (*PYTHON_PACKAGES, "g++", "make", "cmake")
 WHEEL_BUILD_PACKAGES = (*PYTHON_PACKAGES, "gcc", "libc6-dev", "python3-dev")
 # The parent of SWE task images (gym_compose/swe): a repository's tools, no gym-compose runtime.
 SWE_PACKAGES = ("python3", "python-is-python3", "python3-pytest", "git", "patch", "ca-certificates")
+# The forward proxy of sandboxes with an egress allow-list (docs/sandboxes.md): Debian's tinyproxy
+# and nothing else (bash, essential, runs its healthcheck); its configuration comes at start.
+EGRESS_PROXY_PACKAGES = ("tinyproxy",)
 # Documentation, manual pages and translations are of no use in a server container. dpkg leaves
 # them out of what it installs (a dpkg.cfg.d file written by a setup hook); the essential packages
 # that mmdebstrap unpacks itself before dpkg runs are cleaned by a customize hook. Not given as
@@ -159,6 +162,11 @@ def ensure_debian_swe_image(settings: ImageSettings, progress: Callable[[str], N
     """Tag of a local image with Debian's Python 3, pytest, git and patch: the parent of SWE task
     images built with no registry (docs/swe.md)."""
     return _ensure_debian_image(settings, progress, "debian-swe", SWE_PACKAGES)
+
+
+def ensure_egress_proxy_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:
+    """Tag of a local image with Debian's tinyproxy: the egress proxy of allow-listed sandboxes."""
+    return _ensure_debian_image(settings, progress, "egress-proxy", EGRESS_PROXY_PACKAGES)
 
 
 def ensure_nemo_gym_python_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:

@@ -79,10 +79,16 @@ def _ensure(tag: str, settings: ImageSettings, progress: Progress, *, build_args
 
 
 def ensure_stack_sandbox_images(plan, base_tag: str, progress: Progress = print) -> dict[str, str]:
-    """Images map entries for a SandboxPlan: the broker's, and each declaring server's sandbox image."""
+    """Images map entries for a SandboxPlan: the broker's, the egress proxy's when a server's sandboxes
+    have an allow-list, and each declaring server's sandbox image."""
     from gym_compose.plan.sandbox_names import BROKER_SERVICE
 
     images = {BROKER_SERVICE: ensure_broker_image(base_tag, progress)}
+    if plan.proxy_services():
+        from gym_compose.engine.images.debian_base import ensure_egress_proxy_image
+        from gym_compose.render.egress_proxy import IMAGE_KEY
+
+        images[IMAGE_KEY] = ensure_egress_proxy_image(ImageSettings.from_env(), progress)
     default = None
     for server in plan.servers:
         if server.image:

@@ -60,6 +60,7 @@ def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpu
         "ReadonlyRootfs": policy.read_only,
         "Tmpfs": tmpfs,
         "NetworkMode": policy.network_name if policy.network != "none" and policy.network_name else "none",
+        **_allowlist_dns(policy),
         "RestartPolicy": {"Name": "no"},
         "AutoRemove": False,
         "Binds": None,
@@ -80,7 +81,7 @@ def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpu
         "Image": image,
         "Entrypoint": ["/bin/sh", "-c", LAUNCHER, "gym-sandbox-agent", AGENT_SOURCE, f"{policy.ttl_s:g}"],
         "Cmd": None,
-        "Env": [f"{key}={value}" for key, value in policy.env.items()],
+        "Env": [f"{key}={value}" for key, value in {**policy.env, **_proxy_environment(policy)}.items()],
         "WorkingDir": policy.workdir,
         "User": policy.user or "",
         "Hostname": "sandbox",
@@ -93,6 +94,25 @@ def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpu
         "Labels": labels,
         "HostConfig": host_config,
     }
+
+
+def _proxy_environment(policy: SandboxPolicy) -> dict[str, str]:
+    """An allow-listed sandbox's proxy, in both spellings (tools read one or the other); they win
+    over the declared env, which must not point it elsewhere."""
+    if policy.network != "allowlist" or not policy.proxy_url:
+        return {}
+    local = "localhost,127.0.0.1,::1"
+    url = policy.proxy_url
+    return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
+            "NO_PROXY": local, "no_proxy": local}
+
+
+def _allowlist_dns(policy: SandboxPolicy) -> dict[str, Any]:
+    """An allow-listed sandbox resolves the names of its own network (its proxy) and nothing else:
+    the engine's DNS forwards every other name to this server, the sandbox's own loopback, where
+    nothing answers, so no query leaves the sandbox's namespace (not even through a host's
+    loopback resolver, which the engine otherwise asks from the host's namespace)."""
+    return {"Dns": ["127.0.0.1"]} if policy.network == "allowlist" else {}
 
 
 CLOSED_PORTS_TABLE = "gym_compose_sandbox_out"

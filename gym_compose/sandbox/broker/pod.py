@@ -89,6 +89,12 @@ def pod_manifest(config: dict[str, Any], name: str, owner_service: str) -> dict[
     }
     if container["workingDir"] is None:
         del container["workingDir"]
+    # A sandbox that may resolve no names (an egress allow-list; launch.py) gets the same resolver
+    # as under Docker, its own loopback where nothing answers; it finds its proxy by the Service's
+    # environment variables instead (the env value names them: render/egress_proxy.service_link_url).
+    dns: dict[str, Any] = {}
+    if host.get("Dns"):
+        dns = {"dnsPolicy": "None", "dnsConfig": {"nameservers": list(host["Dns"])}, "enableServiceLinks": True}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -102,6 +108,6 @@ def pod_manifest(config: dict[str, Any], name: str, owner_service: str) -> dict[
             "restartPolicy": "Never", "hostname": "sandbox", "automountServiceAccountToken": False,
             "enableServiceLinks": False, "terminationGracePeriodSeconds": 0,
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [container], "volumes": volumes,
+            "containers": [container], "volumes": volumes, **dns,
         },
     }
