@@ -455,7 +455,8 @@ class SandboxPool:
             self.image_cache.removed(image, time.monotonic() - began)
             LOG.info("removed the pulled image %s for the image budget (%.2f GB of pulled images held, budget %.2f GB)",
                      image, self.image_cache.total_bytes / 1e9, (self.image_cache.budget_bytes or 0) / 1e9)
-        else:
+        else:  # another project's container: kept, and tried last next time
+            self.image_cache.used(image)
             LOG.info("the pulled image %s is in use by a container; kept for now", image)
 
     def _schedule_refill(self, server: str) -> None:
