@@ -142,9 +142,13 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     head = Service(name=HEAD_SERVICE, role=HEAD_ROLE, port=HEAD_PORT, published_port=options.head_port)
     sandboxes = None
     if any(declares_sandboxes(instance.spec) for instance in instances(data)):  # else no pydantic import
+        from gym_compose.plan.sandbox_declaration import PROVIDER_NAME
         from gym_compose.plan.sandbox_plan import plan_sandboxes
 
         sandboxes = plan_sandboxes(data, services, roots)
+        for name in sandboxes.options.default_blocks if sandboxes else ():
+            for config in (network_config, host_config):
+                config.setdefault(name, {PROVIDER_NAME: {}})
     return Stack(
         project=options.project,
         services=[head, *services, *inference],
