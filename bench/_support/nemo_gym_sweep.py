@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from gym_compose.contract import image_registry
 from gym_compose.plan.requirements import server_requirements
 
 EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
@@ -40,6 +41,30 @@ FETCHES_AT_START_UP = {
                     "(setup_newton_bench.py)",
     "spider2_lite": "internet at run time: downloads the Spider 2.0-Lite SQLite databases from Google Drive "
                     "(drive.usercontent.google.com) at start-up (setup_spider2.py, from model_post_init)",
+}
+# Sandboxed servers whose example rows cannot run here for a cause their config and rows do not show
+# (found by reading their code); their sandboxes are not it (docs/nemo-gym-runtime.md, Sandboxes).
+SANDBOX_CAUSES = {
+    "swebench": "SWE-bench's own task images: the swebench 4.1.0 harness names them "
+                "swebench/sweb.eval.x86_64.<instance_id>:latest on docker.io (app.py passes namespace=\"swebench\" to "
+                "make_test_spec: no config key points it elsewhere), and its eval script needs their /testbed and "
+                "conda env `testbed`, for the rows' repository (astropy); this offline machine cannot "
+                "pull them, and swebench_mini's images (/app, no conda) do not fit its harness",
+    "math_formal_lean": "a NeMo Skills sandbox service with Lean 4 (sandbox_host:sandbox_port, NEMO_SKILLS_SANDBOX_HOST, "
+                        "port 6000: an HTTP code-execution API, not a nemo_gym.sandbox provider)",
+    "ns_tools": "nemo-skills-tools from git (github.com/NVIDIA-NeMo/Skills) and a NeMo Skills sandbox service "
+                "(sandbox_host:sandbox_port, port 6000) for its Python tool, not a nemo_gym.sandbox provider",
+    "terminal_bench_4": "the internet at run time: each row's task package (task_ref) is downloaded from Harbor's "
+                        "registry (ofhuhcpkvzjlejydnvyd.supabase.co; task.py PackageLoader), and its task images "
+                        "from Docker Hub",
+    "vibench": "ViBench's base image app-bench-base:latest (build_image), built from its harness's "
+               "_harness/runner/docker/Dockerfile.base, which the nemo-gym wheel does not ship, and the opencode CLI "
+               "(opencode_version 1.17.11) installed in the sandbox at run time",
+}
+# Sandboxed servers shown to verify task images built here (swebench_mini's), offline, with NeMo Gym's own code.
+RUNS_ON_LOCAL_IMAGES = {
+    "swebench_pro": "tests/e2e/test_nemo_gym_swebench_pro.py (swebench_mini's images; the gold patch 1.0, an empty "
+                    "or another task's patch 0.0)",
 }
 # Servers whose config class requires credentials of an outside service that their YAML leaves out.
 NEEDS_CREDENTIALS = {
@@ -178,20 +203,31 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
 
 
 def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str:
-    """Why a sandboxed server is left out, as precisely as its config and example rows say: the task
-    images it runs (from a registry this offline machine cannot reach), else the provider alone."""
+    """Why a sandboxed server's example rows cannot run here. Its sandboxes are not the cause: whatever
+    provider its config names, NeMo Gym's `nemo_gym.sandbox` gets gym-compose's (docs/nemo-gym-runtime.md,
+    Sandboxes). What is: the task images its rows name, in a registry this offline machine cannot
+    reach (which image, which registry), or a cause found by reading its code (`SANDBOX_CAUSES`)."""
+    local = f"; on task images built here it runs: {RUNS_ON_LOCAL_IMAGES[server_dir.name]}" \
+        if server_dir.name in RUNS_ON_LOCAL_IMAGES else ""
+    if server_dir.name in SANDBOX_CAUSES:
+        return f"needs {SANDBOX_CAUSES[server_dir.name]}{local}"
     rows = task_images(server_dir, {})
     if rows and all(value.endswith(".sif") for _, value in rows):
         return (f"needs {len(rows)} Apptainer/Singularity task images (.sif files, e.g. {rows[0][1]}), "
                 "which no Docker sandbox runs")
     if rows:
+        key, image = rows[0]
+        if key == "image_digest":  # NeMo Gym's swebench_pro: <image_repository>@<digest>
+            repository = next((value for key, value in task_images(server_dir, config, rows=False)
+                               if key == "image_repository"), "")
+            image = f"{repository}@{image}" if repository else image
         count = f"{len(rows)} task images" if len(rows) > 1 else "a task image"
-        return (f"needs {count} from a registry this machine cannot reach (rows' {rows[0][0]}: {rows[0][1]}"
-                + (", ..." if len(rows) > 1 else "") + ")")
+        return (f"needs {count} from {image_registry(image)}, which this offline machine cannot reach (rows' {key}: "
+                f"{image}" + (", ..." if len(rows) > 1 else "") + f"){local}")
     configured = task_images(server_dir, config, rows=False)
     if configured:
-        return f"needs the image its config names ({configured[0][0]}: {configured[0][1]}), not on this machine"
-    return "needs a sandbox provider (its config and example rows name no task image: its code picks one)"
+        return f"needs the image its config names ({configured[0][0]}: {configured[0][1]}), not on this machine{local}"
+    return f"needs a task image its code names (not in its config or example rows){local}"
 
 
 def task_images(server_dir: Path, config: dict[str, Any], rows: bool = True) -> list[tuple[str, str]]:
