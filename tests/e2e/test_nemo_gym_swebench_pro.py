@@ -2,7 +2,7 @@
 Gym runtime: `docker.runtime: nemo_gym`) verifies swebench_mini's task images, built here, through
 gym-compose's sandboxes, offline. Its config is NeMo Gym's (`sandbox_provider: sandbox` with no
 provider block: gym-compose's broker serves it, with a notice); only config keys change
-(tests/support/nemo_gym_swe_rows.py): the image repository, the task image folder, the limits.
+(tests/support/nemo_gym_swe.py): the image repository, the task image folder, the limits.
 Rows are NeMo Gym's example row format filled with swebench_mini instances.
 
 - With gym-compose's coding agent and the mock model: the oracle's fix (applied in the agent's
@@ -14,45 +14,27 @@ Rows are NeMo Gym's example row format filled with swebench_mini instances.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, free_port, gym_compose, labelled
-from tests.support.nemo_gym_swe_rows import KEY, SERVER, local_image_overrides, nemo_gym_row
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME
+from tests.support.nemo_gym_swe import (
+    KEY,
+    local_image_overrides,
+    nemo_gym_row,
+    run_rows,
+    run_swebench_pro,
+    with_mock_mode,
+)
 
 pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 TASKS = ("intervals_merge", "leap_year_century")
-AGENT = ["--agent-type", "coding_agent", f"++coding_agent.responses_api_agents.coding_agent.resources_server.name={SERVER}",
-         "++agent_name=coding_agent"]
-
-
-def run(nemo_gym: Path, project: str, tmp_path: Path, rows: list[dict], *extra: str) -> tuple[list[dict], str]:
-    path = tmp_path / "rows.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    up = gym_compose("up", "-p", project, "--head-port", str(free_port()), "--search-dir", str(nemo_gym),
-                     "--resources-server", "swebench_pro", *AGENT, *local_image_overrides(*extra),
-                     "--input", str(path), cwd=tmp_path, timeout=2000)
-    output = up.stdout + up.stderr
-    assert up.returncode == 0, output[-5000:]
-    (run_dir,) = (tmp_path / "results").iterdir()
-    rollouts = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
-    assert len(rollouts) == len(rows), output[-3000:]
-    assert labelled("container", project) == [] and labelled("network", project) == []
-    # NeMo Gym's server, its config naming no provider block, on gym-compose's sandboxes
-    assert f"server image gym-compose/swebench_pro-nemo-gym:" in output and "(NeMo Gym runtime)" in output
-    assert "sandbox provider 'sandbox'" in output and "runs as gym-compose sandboxes" in output
-    return rollouts, output
-
-
-def mode(row: dict, name: str) -> dict:
-    return {**row, "responses_create_params": {**row["responses_create_params"], "metadata": {"gym_mock_mode": name}}}
 
 
 def test_nemo_gyms_swebench_pro_scores_the_agents_fix_in_its_sandbox(nemo_gym_checkout, project, tmp_path):  # noqa: F811
-    rows = [mode(nemo_gym_row(nemo_gym_checkout, task), kind) for kind in ("oracle", "adversary") for task in TASKS]
-    rollouts, output = run(nemo_gym_checkout, project, tmp_path, rows)
+    rows = [with_mock_mode(nemo_gym_row(nemo_gym_checkout, task), kind) for kind in ("oracle", "adversary") for task in TASKS]
+    rollouts, output = run_swebench_pro(nemo_gym_checkout, project, tmp_path, rows)
     scored = {(r["instance_id"], r["responses_create_params"]["metadata"]["gym_mock_mode"]): r for r in rollouts}
     for task in TASKS:
         oracle, adversary = scored[(f"swebench_mini__{task}", "oracle")], scored[(f"swebench_mini__{task}", "adversary")]
@@ -67,13 +49,28 @@ def test_nemo_gyms_swebench_pro_scores_the_agents_fix_in_its_sandbox(nemo_gym_ch
 
 def test_nemo_gyms_golden_patch_verification_on_local_task_images(nemo_gym_checkout, project, tmp_path):  # noqa: F811
     first, second = TASKS
-    rows = [mode(nemo_gym_row(nemo_gym_checkout, first), "plain"),
-            mode(nemo_gym_row(nemo_gym_checkout, first, patch=""), "plain"),
-            mode(nemo_gym_row(nemo_gym_checkout, first, patch=nemo_gym_row(nemo_gym_checkout, second)["patch"]),
-                 "plain")]
-    rollouts, _ = run(nemo_gym_checkout, project, tmp_path, rows, f"{KEY}.is_verifying_golden_patch=true")
+    gold = nemo_gym_row(nemo_gym_checkout, first)
+    patches = [gold["patch"], "", nemo_gym_row(nemo_gym_checkout, second)["patch"]]  # the last does not apply
+    rows = [with_mock_mode({**gold, "patch": patch}, "plain") for patch in patches]
+    rollouts, _ = run_swebench_pro(nemo_gym_checkout, project, tmp_path, rows, f"{KEY}.is_verifying_golden_patch=true")
     by_patch = {row["patch"]: row for row in rollouts}
-    gold, empty, other = (by_patch[row["patch"]] for row in rows)
-    assert (gold["reward"], gold["resolved"], gold["patch_applied"]) == (1.0, True, True), gold["error"]
+    golden, empty, other = (by_patch[patch] for patch in patches)
+    assert (golden["reward"], golden["resolved"], golden["patch_applied"]) == (1.0, True, True), golden["error"]
     assert (empty["reward"], empty["resolved"], empty["patch_applied"]) == (0.0, False, True)
     assert (other["reward"], other["resolved"], other["patch_applied"]) == (0.0, False, False)
+
+
+def test_nemo_gyms_scale_swe_golden_patch_validation_on_local_task_images(nemo_gym_checkout, project, tmp_path):  # noqa: F811
+    # NeMo Gym's own golden-patch set-up: scale_swe_example.yaml's simple_agent and the
+    # scale_swe_golden_patch_resources_server instance (is_verifying_golden_patch: true)
+    gold = nemo_gym_row(nemo_gym_checkout, TASKS[0], "scale_swe")
+    patches = [gold["patch"], ""]
+    rows = [{**gold, "patch": patch} for patch in patches]
+    overrides = [argument for instance in ("scale_swe_resources_server", "scale_swe_golden_patch_resources_server")
+                 for argument in local_image_overrides(instance=instance, implementation="scale_swe")]
+    rollouts, _ = run_rows(nemo_gym_checkout, project, tmp_path, rows, "scale_swe/scale_swe_example", *overrides,
+                           "++agent_name=scale_swe_example_agent")
+    by_patch = {row["patch"]: row for row in rollouts}
+    golden, empty = (by_patch[patch] for patch in patches)
+    assert (golden["reward"], golden["resolved"]) == (1.0, True), (golden["error"], golden["test_output"][-2000:])
+    assert (empty["reward"], empty["resolved"]) == (0.0, False)
