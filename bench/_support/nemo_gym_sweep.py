@@ -63,8 +63,10 @@ SANDBOX_CAUSES = {
 }
 # Sandboxed servers shown to verify task images built here (swebench_mini's), offline, with NeMo Gym's own code.
 RUNS_ON_LOCAL_IMAGES = {
-    "swebench_pro": "tests/e2e/test_nemo_gym_swebench_pro.py (swebench_mini's images; the gold patch 1.0, an empty "
+    "swebench_pro": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images; the gold patch 1.0, an empty "
                     "or another task's patch 0.0)",
+    "scale_swe": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config; the "
+                 "gold patch 1.0, an empty one 0.0)",
 }
 # Servers whose config class requires credentials of an outside service that their YAML leaves out.
 NEEDS_CREDENTIALS = {

@@ -12,7 +12,7 @@ with the mock model, and each completes every rollout with the reward the full s
 - swebench_pro: a sandboxed NeMo Gym server on gym-compose's sandboxes. Its example rows' images are
   on Docker Hub (the full sweep excludes it for that), so the sample gives it swebench_mini's task
   images, built here, in its own row format: golden-patch verification scores the gold patch 1.0
-  and an empty one 0.0 (tests/e2e/test_nemo_gym_swebench_pro.py has the whole proof).
+  and an empty one 0.0 (tests/e2e/test_nemo_gym_swe_servers.py has the whole proof).
 """
 
 from __future__ import annotations

@@ -125,4 +125,4 @@ def test_rows_pinning_images_by_digest_name_the_repository_and_a_local_proof(tmp
                                                              "image_repository": "docker.io/jefzda/sweap-images"}}}}
     why = sweep.exclusion(folder, config) or ""
     assert "a task image from docker.io" in why and "docker.io/jefzda/sweap-images@sha256:ab" in why
-    assert "tests/e2e/test_nemo_gym_swebench_pro.py" in why
+    assert "tests/e2e/test_nemo_gym_swe_servers.py" in why

@@ -1,14 +1,17 @@
-"""NeMo Gym 0.7's own swebench_pro resources server (its code from the released wheel, on the NeMo
-Gym runtime: `docker.runtime: nemo_gym`) verifies swebench_mini's task images, built here, through
-gym-compose's sandboxes, offline. Its config is NeMo Gym's (`sandbox_provider: sandbox` with no
-provider block: gym-compose's broker serves it, with a notice); only config keys change
-(tests/support/nemo_gym_swe.py): the image repository, the task image folder, the limits.
-Rows are NeMo Gym's example row format filled with swebench_mini instances.
+"""NeMo Gym 0.7's own SWE resources servers (their code from the released wheel, on the NeMo Gym
+runtime) verify swebench_mini's task images, built here, through gym-compose's sandboxes, offline.
+Their configs are NeMo Gym's (`sandbox_provider: sandbox` with no provider block: gym-compose's
+broker serves it, with a notice); only config keys change (tests/support/nemo_gym_swe.py): the
+image repository, the task image folder, the limits. Rows are each server's example row format
+filled with swebench_mini instances.
 
-- With gym-compose's coding agent and the mock model: the oracle's fix (applied in the agent's
+swebench_pro (`docker.runtime: nemo_gym`: gym-compose has a built-in of that name):
+- with gym-compose's coding agent and the mock model, the oracle's fix (made in the agent's
   sandbox, taken by NeMo Gym's own `git diff` extraction) scores 1.0, the adversary's 0.0;
 - golden-patch verification (`is_verifying_golden_patch: true`): the row's gold patch scores 1.0,
   an empty patch 0.0, another task's patch (it does not apply) 0.0 with patch_applied false.
+scale_swe, through its own golden-patch set-up (scale_swe_example.yaml): the gold patch 1.0, an
+empty one 0.0.
 """
 
 from __future__ import annotations
