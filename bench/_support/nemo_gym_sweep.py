@@ -50,6 +50,10 @@ SANDBOX_CAUSES = {
                 "make_test_spec: no config key points it elsewhere), and its eval script needs their /testbed and "
                 "conda env `testbed`, for the rows' repository (astropy); this offline machine cannot "
                 "pull them, and swebench_mini's images (/app, no conda) do not fit its harness",
+    "swe_rebench": "the internet at run time: its verify reads test logs with SWE-rebench's own parsers, which "
+                   "log_parsers.py git-clones from github.com/SWE-rebench/SWE-rebench-V2 (branch main) unless "
+                   "log_parser_cache_dir holds a clone; and its rows' "
+                   "10 task images from docker.io (image_name: docker.io/swerebenchv2/intel-rohd:458-395921c, ...)",
     "math_formal_lean": "a NeMo Skills sandbox service with Lean 4 (sandbox_host:sandbox_port, NEMO_SKILLS_SANDBOX_HOST, "
                         "port 6000: an HTTP code-execution API, not a nemo_gym.sandbox provider)",
     "ns_tools": "nemo-skills-tools from git (github.com/NVIDIA-NeMo/Skills) and a NeMo Skills sandbox service "
