@@ -10,16 +10,18 @@ swebench_pro (`docker.runtime: nemo_gym`: gym-compose has a built-in of that nam
   sandbox, taken by NeMo Gym's own `git diff` extraction) scores 1.0, the adversary's 0.0;
 - golden-patch verification (`is_verifying_golden_patch: true`): the row's gold patch scores 1.0,
   an empty patch 0.0, another task's patch (it does not apply) 0.0 with patch_applied false.
-scale_swe, through its own golden-patch set-up (scale_swe_example.yaml): the gold patch 1.0, an
-empty one 0.0.
+scale_swe, swemer_v2 and swemer_v1, each through its own golden-patch set-up
+(<server>_example.yaml): the gold patch 1.0, an empty one 0.0.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
+from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME
 from tests.support.nemo_gym_swe import (
     KEY,
@@ -63,16 +65,23 @@ def test_nemo_gyms_golden_patch_verification_on_local_task_images(nemo_gym_check
     assert (other["reward"], other["resolved"], other["patch_applied"]) == (0.0, False, False)
 
 
-def test_nemo_gyms_scale_swe_golden_patch_validation_on_local_task_images(nemo_gym_checkout, project, tmp_path):  # noqa: F811
-    # NeMo Gym's own golden-patch set-up: scale_swe_example.yaml's simple_agent and the
-    # scale_swe_golden_patch_resources_server instance (is_verifying_golden_patch: true)
-    gold = nemo_gym_row(nemo_gym_checkout, TASKS[0], "scale_swe")
+@pytest.mark.parametrize("server", ["scale_swe", "swemer_v2", "swemer_v1"])
+def test_nemo_gyms_golden_patch_validation_config_on_local_task_images(nemo_gym_checkout, tmp_path,  # noqa: F811
+                                                                      server):
+    # NeMo Gym's own golden-patch set-up: <server>_example.yaml's simple_agent and the
+    # <server>_golden_patch_resources_server instance (is_verifying_golden_patch: true)
+    gold = nemo_gym_row(nemo_gym_checkout, TASKS[0], server)
     patches = [gold["patch"], ""]
     rows = [{**gold, "patch": patch} for patch in patches]
-    overrides = [argument for instance in ("scale_swe_resources_server", "scale_swe_golden_patch_resources_server")
-                 for argument in local_image_overrides(instance=instance, implementation="scale_swe")]
-    rollouts, _ = run_rows(nemo_gym_checkout, project, tmp_path, rows, "scale_swe/scale_swe_example", *overrides,
-                           "++agent_name=scale_swe_example_agent")
+    overrides = [argument for instance in (f"{server}_resources_server", f"{server}_golden_patch_resources_server")
+                 for argument in local_image_overrides(instance=instance, implementation=server)]
+    project = f"{PROJECT_PREFIX}-golden-{server.replace('_', '-')}"
+    try:
+        rollouts, _ = run_rows(nemo_gym_checkout, project, tmp_path, rows, f"{server}/{server}_example", *overrides,
+                               f"++agent_name={server}_example_agent")
+    finally:
+        subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"], capture_output=True,
+                       timeout=120)
     by_patch = {row["patch"]: row for row in rollouts}
     golden, empty = (by_patch[patch] for patch in patches)
     assert (golden["reward"], golden["resolved"]) == (1.0, True), (golden["error"], golden["test_output"][-2000:])

@@ -36,7 +36,16 @@ def _scale_swe_fields(mini: dict[str, Any]) -> dict[str, Any]:
             "f2p_script": "", "FAIL_TO_PASS": mini["fail_to_pass"], "PASS_TO_PASS": mini["pass_to_pass"]}
 
 
-SERVER_FIELDS = {"swebench_pro": lambda mini: {}, "scale_swe": _scale_swe_fields}
+def _swemer_fields(mini: dict[str, Any]) -> dict[str, Any]:
+    """swemer_v1/v2's rows name their own image, working directory, test framework and test command."""
+    files = " ".join(json.loads(mini["selected_test_files_to_run"]))
+    return {"image_ref": f"swebench-mini:{mini['dockerhub_tag']}", "workdir": "/app", "language": "python",
+            "test_framework": "pytest", "test_command": f"python -m pytest -rA {files}",
+            "FAIL_TO_PASS": json.loads(mini["fail_to_pass"]), "PASS_TO_PASS": json.loads(mini["pass_to_pass"])}
+
+
+SERVER_FIELDS = {"swebench_pro": lambda mini: {}, "scale_swe": _scale_swe_fields, "swemer_v1": _swemer_fields,
+                 "swemer_v2": _swemer_fields}
 
 
 def nemo_gym_row(nemo_gym: Path, task: str, server: str = "swebench_pro", **changes: Any) -> dict[str, Any]:
