@@ -165,7 +165,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
 def _writable_for_nemo_gym(overrides: Overrides, runtime: str) -> Overrides:
     """A NeMo Gym-runtime server writes into its own folder as in a checkout (swebench_pro's
     `logs/run_evaluation/`), so its root filesystem is not read-only unless its `docker:` block says
-    so; its image gives the server's user its code folder and nothing else outside /tmp and home."""
+    so; its image gives the server's user its code under /srv/gym."""
     if runtime == NEMO_GYM and overrides.read_only is None:
         return dataclasses.replace(overrides, read_only=False)
     return overrides
