@@ -71,6 +71,10 @@ RUNS_ON_LOCAL_IMAGES = {
                     "or another task's patch 0.0)",
     "scale_swe": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config; the "
                  "gold patch 1.0, an empty one 0.0)",
+    "swemer_v1": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config; the "
+                 "gold patch 1.0, an empty one 0.0)",
+    "swemer_v2": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config; the "
+                 "gold patch 1.0, an empty one 0.0)",
 }
 # Servers whose config class requires credentials of an outside service that their YAML leaves out.
 NEEDS_CREDENTIALS = {
