@@ -216,7 +216,7 @@ def _parents_of_file(node: ast.AST) -> int:
                 and isinstance(node.slice.value, int):
             ups, node = ups + node.slice.value + 1, node.value.value
         elif isinstance(node, ast.Call) and node.args and isinstance(node.func, (ast.Name, ast.Attribute)):
-            node = node.args[0]  # Path(__file__), Path(__file__).resolve() has no args: below
+            node = node.args[0]  # Path(__file__); `.resolve()` (no arguments) is the next branch
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "resolve":
             node = node.func.value
         else:

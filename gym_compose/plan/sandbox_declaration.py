@@ -146,7 +146,8 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
 
 def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> BrokerOptions:
     """The provider blocks the sandbox servers refer to: `gym_compose` settings, or a notice that
-    another provider's block (docker, opensandbox, ...) runs as gym-compose sandboxes."""
+    another provider's block (docker, opensandbox, ...), or a block the config lacks, runs as
+    gym-compose sandboxes."""
     options: dict[str, Any] = {}
     notices: list[str] = []
     default_blocks: list[str] = []
