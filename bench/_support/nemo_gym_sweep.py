@@ -190,18 +190,25 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         if urls:  # the config names an endpoint (a hosted judge): offline, unreachable; --model NAME=URL repoints it
             return f"needs the model endpoint its config names for {name} ({implementation} at {urls[0]})"
         return f"needs a second model server ({name}: {implementation}, a judge or user simulator with its own engine)"
+    sandboxed = False
     for path, value in walk(config):
         if path.startswith("policy_"):
             continue
         if value == "???":
             return f"leaves {path} open (a key or endpoint to supply)"
+        if ".sandbox_provider." in f".{path}.":  # an inline provider's own settings (litmus_agent's opensandbox
+            sandboxed = True                     # api_key) are not used: gym-compose's sandboxes serve it
+            continue
         leaf = path.rsplit(".", 1)[-1]
         if "sandbox" in leaf.lower() and value not in (None, False, "", {}):
-            return sandbox_reason(server_dir, config)
+            sandboxed = True
+            continue
         # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value and "policy" not in path.split(".")[0] \
                 and not path.startswith("policy_model") and "." in path:
             return f"needs an external service ({path})"
+    if sandboxed and (cause := sandbox_reason(server_dir, config)):
+        return cause
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages)"
     if URL_REQUIREMENT.search(requirements):
@@ -212,11 +219,12 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     return None
 
 
-def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str:
+def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str | None:
     """Why a sandboxed server's example rows cannot run here. Its sandboxes are not the cause: whatever
     provider its config names, NeMo Gym's `nemo_gym.sandbox` gets gym-compose's (docs/nemo-gym-runtime.md,
     Sandboxes). What is: the task images its rows name, in a registry this offline machine cannot
-    reach (which image, which registry), or a cause found by reading its code (`SANDBOX_CAUSES`)."""
+    reach (which image, which registry), or a cause found by reading its code (`SANDBOX_CAUSES`);
+    None when neither: it runs."""
     local = f"; on task images built here it runs: {RUNS_ON_LOCAL_IMAGES[server_dir.name]}" \
         if server_dir.name in RUNS_ON_LOCAL_IMAGES else ""
     if server_dir.name in SANDBOX_CAUSES:
@@ -236,8 +244,10 @@ def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str:
                 f"{image}" + (", ..." if len(rows) > 1 else "") + f"){local}")
     configured = task_images(server_dir, config, rows=False)
     if configured:
-        return f"needs the image its config names ({configured[0][0]}: {configured[0][1]}), not on this machine{local}"
-    return f"needs a task image its code names (not in its config or example rows){local}"
+        key, image = configured[0]
+        return (f"needs the image its config names ({key}: {image}), not on this machine; from "
+                f"{image_registry(image)}, which this offline machine cannot reach{local}")
+    return None  # its sandboxes are gym-compose's, of the image its sandbox_config names: it runs
 
 
 def task_images(server_dir: Path, config: dict[str, Any], rows: bool = True) -> list[tuple[str, str]]:

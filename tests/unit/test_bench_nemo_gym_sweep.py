@@ -114,7 +114,16 @@ def test_a_sandboxed_server_is_excluded_naming_the_task_images_it_needs_and_thei
     assert sweep.exclusion(folder, config) == ("needs 2 task images from docker.io, which this offline machine cannot "
                                                "reach (rows' image_ref: team/task:one, ...)")
     (folder / "data" / "example.jsonl").write_text('{"q": 1}\n')
-    assert "a task image its code names" in (sweep.exclusion(folder, config) or "")
+    assert sweep.exclusion(folder, config) is None  # no image named anywhere: gym-compose's sandboxes serve it
+
+
+def test_an_inline_providers_own_credentials_are_no_reason(tmp_path):
+    folder = tmp_path / "litmus"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "example.jsonl").write_text('{"q": 1}\n')
+    config = {"litmus": {"resources_servers": {"litmus": {
+        "sandbox_provider": {"opensandbox": {"connection": {"api_key": "k", "domain": "x"}}}}}}}
+    assert sweep.exclusion(folder, config) is None
 
 
 def test_rows_pinning_images_by_digest_name_the_repository_and_a_local_proof(tmp_path):
