@@ -8,4 +8,5 @@ FROM ${RUNTIME_IMAGE}
 ARG SERVER_DIR
 ENV GYM_COMPOSE_SERVER_DIR=${SERVER_DIR}
 LABEL io.gym-compose.image=server io.gym-compose.runtime=nemo_gym
-COPY gym/ /srv/gym/
+# the server's user owns its code: NeMo Gym servers write into their own folder (swebench_pro's logs/)
+COPY --chown=10001:10001 gym/ /srv/gym/

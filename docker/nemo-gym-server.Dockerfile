@@ -38,4 +38,5 @@ ENV GYM_COMPOSE_SERVER_DIR=${SERVER_DIR} \
     PYTHONPATH=/srv/gym:/opt/server-packages
 COPY --from=requirements /tmp/staging/ /opt/venv/
 COPY --from=requirements /tmp/shadow/ /opt/server-packages/
-COPY gym/ /srv/gym/
+# the server's user owns its code: NeMo Gym servers write into their own folder (swebench_pro's logs/)
+COPY --chown=10001:10001 gym/ /srv/gym/

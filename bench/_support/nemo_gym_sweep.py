@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from gym_compose.contract import image_registry
 from gym_compose.plan.requirements import server_requirements
 
 EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
@@ -40,6 +41,40 @@ FETCHES_AT_START_UP = {
                     "(setup_newton_bench.py)",
     "spider2_lite": "internet at run time: downloads the Spider 2.0-Lite SQLite databases from Google Drive "
                     "(drive.usercontent.google.com) at start-up (setup_spider2.py, from model_post_init)",
+}
+# Sandboxed servers whose example rows cannot run here for a cause their config and rows do not show
+# (found by reading their code); their sandboxes are not it (docs/nemo-gym-runtime.md, Sandboxes).
+SANDBOX_CAUSES = {
+    "swebench": "SWE-bench's own task images: the swebench 4.1.0 harness names them "
+                "swebench/sweb.eval.x86_64.<instance_id>:latest on docker.io (app.py passes namespace=\"swebench\" to "
+                "make_test_spec: no config key points it elsewhere), and its eval script needs their /testbed and "
+                "conda env `testbed`, for the rows' repository (astropy); this offline machine cannot "
+                "pull them, and swebench_mini's images (/app, no conda) do not fit its harness",
+    "swe_rebench": "the internet at run time: its verify reads test logs with SWE-rebench's own parsers, which "
+                   "log_parsers.py git-clones from github.com/SWE-rebench/SWE-rebench-V2 (branch main) unless "
+                   "log_parser_cache_dir holds a clone; and its rows' "
+                   "10 task images from docker.io (image_name: docker.io/swerebenchv2/intel-rohd:458-395921c, ...)",
+    "math_formal_lean": "a NeMo Skills sandbox service with Lean 4 (sandbox_host:sandbox_port, NEMO_SKILLS_SANDBOX_HOST, "
+                        "port 6000: an HTTP code-execution API, not a nemo_gym.sandbox provider)",
+    "ns_tools": "nemo-skills-tools from git (github.com/NVIDIA-NeMo/Skills) and a NeMo Skills sandbox service "
+                "(sandbox_host:sandbox_port, port 6000) for its Python tool, not a nemo_gym.sandbox provider",
+    "terminal_bench_4": "the internet at run time: each row's task package (task_ref) is downloaded from Harbor's "
+                        "registry (ofhuhcpkvzjlejydnvyd.supabase.co; task.py PackageLoader), and its task images "
+                        "from Docker Hub",
+    "vibench": "ViBench's base image app-bench-base:latest (build_image), built from its harness's "
+               "_harness/runner/docker/Dockerfile.base, which the nemo-gym wheel does not ship, and the opencode CLI "
+               "(opencode_version 1.17.11) installed in the sandbox at run time",
+}
+# Sandboxed servers shown to verify task images built here (swebench_mini's), offline, with NeMo Gym's own code.
+RUNS_ON_LOCAL_IMAGES = {
+    "swebench_pro": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images; the gold patch 1.0, an empty "
+                    "or another task's patch 0.0)",
+    "scale_swe": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config; the "
+                 "gold patch 1.0, an empty one 0.0)",
+    "swemer_v1": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config; the "
+                 "gold patch 1.0, an empty one 0.0)",
+    "swemer_v2": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config; the "
+                 "gold patch 1.0, an empty one 0.0)",
 }
 # Servers whose config class requires credentials of an outside service that their YAML leaves out.
 NEEDS_CREDENTIALS = {
@@ -155,18 +190,25 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         if urls:  # the config names an endpoint (a hosted judge): offline, unreachable; --model NAME=URL repoints it
             return f"needs the model endpoint its config names for {name} ({implementation} at {urls[0]})"
         return f"needs a second model server ({name}: {implementation}, a judge or user simulator with its own engine)"
+    sandboxed = False
     for path, value in walk(config):
         if path.startswith("policy_"):
             continue
         if value == "???":
             return f"leaves {path} open (a key or endpoint to supply)"
+        if ".sandbox_provider." in f".{path}.":  # an inline provider's own settings (litmus_agent's opensandbox
+            sandboxed = True                     # api_key) are not used: gym-compose's sandboxes serve it
+            continue
         leaf = path.rsplit(".", 1)[-1]
         if "sandbox" in leaf.lower() and value not in (None, False, "", {}):
-            return sandbox_reason(server_dir, config)
+            sandboxed = True
+            continue
         # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value and "policy" not in path.split(".")[0] \
                 and not path.startswith("policy_model") and "." in path:
             return f"needs an external service ({path})"
+    if sandboxed and (cause := sandbox_reason(server_dir, config)):
+        return cause
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages)"
     if URL_REQUIREMENT.search(requirements):
@@ -177,21 +219,35 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     return None
 
 
-def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str:
-    """Why a sandboxed server is left out, as precisely as its config and example rows say: the task
-    images it runs (from a registry this offline machine cannot reach), else the provider alone."""
+def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str | None:
+    """Why a sandboxed server's example rows cannot run here. Its sandboxes are not the cause: whatever
+    provider its config names, NeMo Gym's `nemo_gym.sandbox` gets gym-compose's (docs/nemo-gym-runtime.md,
+    Sandboxes). What is: the task images its rows name, in a registry this offline machine cannot
+    reach (which image, which registry), or a cause found by reading its code (`SANDBOX_CAUSES`);
+    None when neither: it runs."""
+    local = f"; on task images built here it runs: {RUNS_ON_LOCAL_IMAGES[server_dir.name]}" \
+        if server_dir.name in RUNS_ON_LOCAL_IMAGES else ""
+    if server_dir.name in SANDBOX_CAUSES:
+        return f"needs {SANDBOX_CAUSES[server_dir.name]}{local}"
     rows = task_images(server_dir, {})
     if rows and all(value.endswith(".sif") for _, value in rows):
         return (f"needs {len(rows)} Apptainer/Singularity task images (.sif files, e.g. {rows[0][1]}), "
                 "which no Docker sandbox runs")
     if rows:
+        key, image = rows[0]
+        if key == "image_digest":  # NeMo Gym's swebench_pro: <image_repository>@<digest>
+            repository = next((value for key, value in task_images(server_dir, config, rows=False)
+                               if key == "image_repository"), "")
+            image = f"{repository}@{image}" if repository else image
         count = f"{len(rows)} task images" if len(rows) > 1 else "a task image"
-        return (f"needs {count} from a registry this machine cannot reach (rows' {rows[0][0]}: {rows[0][1]}"
-                + (", ..." if len(rows) > 1 else "") + ")")
+        return (f"needs {count} from {image_registry(image)}, which this offline machine cannot reach (rows' {key}: "
+                f"{image}" + (", ..." if len(rows) > 1 else "") + f"){local}")
     configured = task_images(server_dir, config, rows=False)
     if configured:
-        return f"needs the image its config names ({configured[0][0]}: {configured[0][1]}), not on this machine"
-    return "needs a sandbox provider (its config and example rows name no task image: its code picks one)"
+        key, image = configured[0]
+        return (f"needs the image its config names ({key}: {image}), not on this machine; from "
+                f"{image_registry(image)}, which this offline machine cannot reach{local}")
+    return None  # its sandboxes are gym-compose's, of the image its sandbox_config names: it runs
 
 
 def task_images(server_dir: Path, config: dict[str, Any], rows: bool = True) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ Its data types are in `plan.model`.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import re
 from pathlib import Path
@@ -40,7 +41,7 @@ from gym_compose.contract import (
 from gym_compose.errors import UserError
 from gym_compose.plan.inference_servers import LOCAL_VLLM, VLLM_PORT, inference_base_url, local_vllm_server
 from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, StackOptions, session_key_secret
-from gym_compose.plan.runtime_choice import LEAN, choose_runtime
+from gym_compose.plan.runtime_choice import LEAN, NEMO_GYM, choose_runtime
 from gym_compose.plan.sandbox_names import declares_sandboxes
 from gym_compose.plan.service_spec import Limits, Overrides, read_docker_block
 
@@ -100,7 +101,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 implementation=instance.implementation,
                 source_dir=source_dir,
                 limits=docker_block.limits,
-                overrides=docker_block.overrides,
+                overrides=_writable_for_nemo_gym(docker_block.overrides, choice.runtime),
                 scheduling=docker_block.scheduling,
                 runtime=choice.runtime,
                 runtime_reason=choice.reason,
@@ -142,9 +143,13 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
     head = Service(name=HEAD_SERVICE, role=HEAD_ROLE, port=HEAD_PORT, published_port=options.head_port)
     sandboxes = None
     if any(declares_sandboxes(instance.spec) for instance in instances(data)):  # else no pydantic import
+        from gym_compose.plan.sandbox_declaration import PROVIDER_NAME
         from gym_compose.plan.sandbox_plan import plan_sandboxes
 
         sandboxes = plan_sandboxes(data, services, roots, service_budget(options.project))
+        for name in sandboxes.options.default_blocks if sandboxes else ():
+            for config in (network_config, host_config):
+                config.setdefault(name, {PROVIDER_NAME: {}})
     return Stack(
         project=options.project,
         services=[head, *services, *inference],
@@ -155,6 +160,15 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         volumes=volumes,
         sandboxes=sandboxes,
     )
+
+
+def _writable_for_nemo_gym(overrides: Overrides, runtime: str) -> Overrides:
+    """A NeMo Gym-runtime server writes into its own folder as in a checkout (swebench_pro's
+    `logs/run_evaluation/`), so its root filesystem is not read-only unless its `docker:` block says
+    so; its image gives the server's user its code under /srv/gym."""
+    if runtime == NEMO_GYM and overrides.read_only is None:
+        return dataclasses.replace(overrides, read_only=False)
+    return overrides
 
 
 def _inference_servers(services: list[Service], network_config: dict[str, Any], host_config: dict[str, Any],

@@ -184,6 +184,45 @@ def sibling_imports(implementation_dir: Path) -> set[str]:
     return found
 
 
+def sibling_file_references(implementation_dir: Path) -> set[str]:
+    """`server_type/name` of each other server whose files this folder's code reads by path from its
+    own: `Path(__file__).parent.parent / "<name>" / ...` (or `.parents[1]`), as swebench_pro reads
+    swebench's anti_cheat_setup.sh. Those folders must be in the image beside it, as in a checkout."""
+    server_type = implementation_dir.parent.name
+    found: set[str] = set()
+    for path in _python_files(implementation_dir):
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError, OSError):
+            continue
+        depth = len(path.parent.relative_to(implementation_dir).parts)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) \
+                    and isinstance(node.right, ast.Constant) and isinstance(node.right.value, str) \
+                    and _parents_of_file(node.left) == depth + 2 and node.right.value != implementation_dir.name:
+                found.add(f"{server_type}/{node.right.value}")
+    return found
+
+
+def _parents_of_file(node: ast.AST) -> int:
+    """How many folders up from `__file__` an expression `Path(__file__).parent...` (or
+    `.parents[N]`) goes; 0 for anything else."""
+    ups = 0
+    while True:
+        if isinstance(node, ast.Attribute) and node.attr == "parent":
+            ups, node = ups + 1, node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "parents" and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, int):
+            ups, node = ups + node.slice.value + 1, node.value.value
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.func, (ast.Name, ast.Attribute)):
+            node = node.args[0]  # Path(__file__); `.resolve()` (no arguments) is the next branch
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "resolve":
+            node = node.func.value
+        else:
+            return ups if isinstance(node, ast.Name) and node.id == "__file__" else 0
+
+
 def search_root_of(implementation_dir: Path, server_type: str | None = None) -> Path | None:
     """The checkout root above `<root>/<server_type>/<impl>/`, when the folder sits in that layout."""
     parent = implementation_dir.resolve().parent
@@ -197,13 +236,14 @@ def _sibling_closure(implementation_dir: Path, root: Path | None) -> set[str]:
     if root is None:
         return set()
     seen: set[str] = set()
-    pending = sorted(sibling_imports(implementation_dir))
+    pending = sorted(sibling_imports(implementation_dir) | sibling_file_references(implementation_dir))
     while pending:
         name = pending.pop()
         if name in seen or not (root / name).is_dir():
             continue
         seen.add(name)
         pending.extend(sorted(sibling_imports(root / name) - seen))
+        pending.extend(sorted(sibling_file_references(root / name) - seen))
     own = implementation_dir.resolve().relative_to(root.resolve()).as_posix()
     seen.discard(own)
     return seen

@@ -74,6 +74,8 @@ class BrokerOptions:
     max_snapshots: int = 64
     image_cache_gib: Optional[float] = None  # the budget of pulled task images (None: none, or derived at `up`)
     notices: tuple[str, ...] = field(default_factory=tuple)
+    # references to a top-level block the config lacks: the plan adds `{name: {gym_compose: {}}}`
+    default_blocks: tuple[str, ...] = ()
 
 
 def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
@@ -152,9 +154,11 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
 
 def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> BrokerOptions:
     """The provider blocks the sandbox servers refer to: `gym_compose` settings, or a notice that
-    another provider's block (docker, opensandbox, ...) runs as gym-compose sandboxes."""
+    another provider's block (docker, opensandbox, ...), or a block the config lacks, runs as
+    gym-compose sandboxes."""
     options: dict[str, Any] = {}
     notices: list[str] = []
+    default_blocks: list[str] = []
     for instance in instances:
         reference = instance.spec.get("sandbox_provider")
         if not reference:
@@ -162,10 +166,19 @@ def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> Bro
         where = f"{instance.name}.sandbox_provider"
         if isinstance(reference, str):
             block = data.get(reference)
+            if block is None:
+                # NeMo Gym's own configs name `sandbox` and leave the provider to a file the user adds
+                # (nemo_gym/sandbox/providers/<name>/configs/<name>.yaml); here the broker is that provider
+                if reference not in default_blocks:
+                    default_blocks.append(reference)
+                    notices.append(f"notice: sandbox provider {reference!r} ({where}) has no top-level "
+                                   f"`{reference}:` block in the config; it runs as gym-compose sandboxes (provider "
+                                   f"{PROVIDER_NAME!r}: one broker for the project, with each server's sandbox_config)")
+                continue
             if not isinstance(block, dict):
-                raise UserError(f"{where} names {reference!r}, but the config has no top-level `{reference}:` block",
-                                hint=f"add one, e.g. `{reference}: {{gym_compose: {{}}}}`, or include NeMo Gym's "
-                                "provider config file in config_paths")
+                raise UserError(f"{where} names {reference!r}, but the config's top-level `{reference}:` is not a "
+                                f"provider block: {block!r}",
+                                hint=f"make it one, e.g. `{reference}: {{gym_compose: {{}}}}`, or leave it out")
             label = f"top-level `{reference}:`"
         elif isinstance(reference, dict):
             block, label = reference, "inline sandbox_provider"
@@ -199,7 +212,8 @@ def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> Bro
     return BrokerOptions(max_live=options.get("max_live"), max_starting=options.get("max_starting"),
                          idle_timeout_s=float(options.get("idle_timeout_s", 3600.0)),
                          max_snapshots=options.get("max_snapshots") or 64,
-                         image_cache_gib=float(budget) if budget is not None else None, notices=tuple(notices))
+                         image_cache_gib=float(budget) if budget is not None else None, notices=tuple(notices),
+                         default_blocks=tuple(default_blocks))
 
 
 def _check_fork_from_seed(where: str, value: Any) -> None:

@@ -8,7 +8,11 @@ with the mock model, and each completes every rollout with the reward the full s
 - asr_with_pc: the NeMo Gym runtime chosen because app.py imports numpy (nemo-gym's dependency,
   not the lean base's), with its own requirements (jiwer, whisper_normalizer) on top;
 - equivalence_llm_judge: the NeMo Gym runtime with the shadow layer: its `datasets==4.0.0` (and
-  the dependencies that pin needs) shadow the runtime's newer datasets.
+  the dependencies that pin needs) shadow the runtime's newer datasets;
+- swebench_pro: a sandboxed NeMo Gym server on gym-compose's sandboxes. Its example rows' images are
+  on Docker Hub (the full sweep excludes it for that), so the sample gives it swebench_mini's task
+  images, built here, in its own row format: golden-patch verification scores the gold patch 1.0
+  and an empty one 0.0 (tests/e2e/test_nemo_gym_swe_servers.py has the whole proof).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pytest
 
 from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, run_rows
+from tests.support.nemo_gym_swe import KEY, nemo_gym_row, run_swebench_pro, with_mock_mode
 
 pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
@@ -53,6 +58,18 @@ def test_sampled_nemo_gym_server_completes_its_example_rows(nemo_gym_checkout, p
         (image,) = set(re.findall(r"server image (\S+-nemo-gym:[0-9a-f]+)", output))
         assert _versions_in(image, shadowed) == {name: (version, "/opt/server-packages")
                                                  for name, version in shadowed.items()}
+
+
+def test_sampled_sandboxed_nemo_gym_server_verifies_task_images_built_here(nemo_gym_checkout, tmp_path):  # noqa: F811
+    name = f"{PROJECT_PREFIX}-sweep-swebench-pro"
+    gold = nemo_gym_row(nemo_gym_checkout, "pager_last_page")
+    rows = [with_mock_mode({**gold, "patch": patch}, "plain") for patch in (gold["patch"], "")]
+    try:
+        rollouts, _ = run_swebench_pro(nemo_gym_checkout, name, tmp_path, rows, f"{KEY}.is_verifying_golden_patch=true")
+    finally:
+        subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True,
+                       timeout=120)
+    assert sorted((row["patch"] != "", row["reward"]) for row in rollouts) == [(False, 0.0), (True, 1.0)]
 
 
 def _versions_in(image: str, names: dict[str, str]) -> dict[str, tuple[str, str]]:

@@ -105,13 +105,33 @@ def test_a_judge_the_mock_serves_no_longer_excludes_but_its_own_engine_does(tmp_
     assert "genrm_model" in (sweep.exclusion(folder, engine) or "")
 
 
-def test_a_sandboxed_server_is_excluded_naming_the_task_images_it_needs(tmp_path):
+def test_a_sandboxed_server_is_excluded_naming_the_task_images_it_needs_and_their_registry(tmp_path):
     folder = tmp_path / "swe_thing"
     (folder / "data").mkdir(parents=True)
     (folder / "data" / "example.jsonl").write_text(
-        '{"image_ref": "docker.io/team/task:one"}\n{"image_ref": "docker.io/team/task:two"}\n')
+        '{"image_ref": "team/task:one"}\n{"image_ref": "team/task:two"}\n')
     config = {"swe_thing": {"resources_servers": {"swe_thing": {"sandbox_provider": "sandbox"}}}}
-    assert sweep.exclusion(folder, config) == ("needs 2 task images from a registry this machine cannot reach "
-                                               "(rows' image_ref: docker.io/team/task:one, ...)")
+    assert sweep.exclusion(folder, config) == ("needs 2 task images from docker.io, which this offline machine cannot "
+                                               "reach (rows' image_ref: team/task:one, ...)")
     (folder / "data" / "example.jsonl").write_text('{"q": 1}\n')
-    assert "name no task image" in (sweep.exclusion(folder, config) or "")
+    assert sweep.exclusion(folder, config) is None  # no image named anywhere: gym-compose's sandboxes serve it
+
+
+def test_an_inline_providers_own_credentials_are_no_reason(tmp_path):
+    folder = tmp_path / "litmus"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "example.jsonl").write_text('{"q": 1}\n')
+    config = {"litmus": {"resources_servers": {"litmus": {
+        "sandbox_provider": {"opensandbox": {"connection": {"api_key": "k", "domain": "x"}}}}}}}
+    assert sweep.exclusion(folder, config) is None
+
+
+def test_rows_pinning_images_by_digest_name_the_repository_and_a_local_proof(tmp_path):
+    folder = tmp_path / "swebench_pro"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "example.jsonl").write_text('{"image_digest": "sha256:ab"}\n')
+    config = {"pro": {"resources_servers": {"swebench_pro": {"sandbox_provider": "sandbox",
+                                                             "image_repository": "docker.io/jefzda/sweap-images"}}}}
+    why = sweep.exclusion(folder, config) or ""
+    assert "a task image from docker.io" in why and "docker.io/jefzda/sweap-images@sha256:ab" in why
+    assert "tests/e2e/test_nemo_gym_swe_servers.py" in why

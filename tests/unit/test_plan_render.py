@@ -110,6 +110,17 @@ def test_a_nemo_gym_runtime_server_gets_room_for_ray_unless_its_block_says_other
     assert (service["mem_limit"], service["pids_limit"]) == ("3g", 500)
 
 
+def test_a_nemo_gym_runtime_server_may_write_into_its_folder_unless_its_block_says_otherwise(roots):
+    # NeMo Gym's servers write into their checkout folder (swebench_pro: logs/run_evaluation/)
+    config = weather_config()
+    impl = config["weather"]["resources_servers"]["weather_impl"]
+    impl["docker"] = {"runtime": "nemo_gym"}
+    services = compose_model(plan_stack(config, roots), IMAGES)["services"]
+    assert services["weather"]["read_only"] is False and services["weather-env"]["read_only"] is True
+    impl["docker"] = {"runtime": "nemo_gym", "read_only": True}
+    assert compose_model(plan_stack(config, roots), IMAGES)["services"]["weather"]["read_only"] is True
+
+
 def test_unknown_docker_key_is_a_clear_error(roots):
     config = weather_config()
     config["weather"]["resources_servers"]["weather_impl"]["docker"] = {"memroy": "2g"}

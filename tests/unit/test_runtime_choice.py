@@ -49,6 +49,18 @@ def test_importing_another_server_of_the_root_picks_nemo_gym_and_names_it_transi
     assert choice.siblings == ("resources_servers/base", "resources_servers/deeper")
 
 
+def test_a_file_read_from_another_servers_folder_brings_that_folder_along(tmp_path):
+    # swebench_pro uploads Path(__file__).parent.parent / "swebench" / "anti_cheat_setup.sh"
+    server(tmp_path, "swebench", "X = 1\n")
+    server(tmp_path, "unrelated", "X = 1\n")
+    folder = server(tmp_path, "pro", "from pathlib import Path\n"
+                                     "SCRIPT = Path(__file__).parent.parent / 'swebench' / 'anti_cheat_setup.sh'\n"
+                                     "DATA = Path(__file__).parent / 'unrelated'\n"
+                                     "OWN = Path(__file__).resolve().parents[1] / 'pro' / 'x'\n")
+    choice = choose_runtime(folder, NEMO_GYM, "resources_servers")
+    assert choice.siblings == ("resources_servers/swebench",)
+
+
 def test_the_config_key_overrides_the_choice_and_builtins_stay_lean(tmp_path):
     folder = server(tmp_path, "ok", "import json\n")
     assert choose_runtime(folder, NEMO_GYM, "resources_servers").runtime == NEMO_GYM

@@ -167,9 +167,17 @@ def test_refused_declarations_name_the_key(roots, block, message):
     assert "coder.sandbox_config" in str(error.value)
 
 
-def test_a_reference_to_a_missing_provider_block_is_an_error(roots):
-    with pytest.raises(UserError, match="no top-level `my_box:` block"):
-        plan_stack(config(sandbox_provider="my_box"), roots, StackOptions(project="p"))
+def test_a_reference_to_a_missing_provider_block_gets_gym_compose_sandboxes_with_a_notice(roots):
+    # NeMo Gym's SWE configs name `sandbox_provider: sandbox` and leave the block to a provider file
+    stack = plan_stack(config(sandbox_provider="my_box"), roots, StackOptions(project="p"))
+    assert any("'my_box'" in notice and "no top-level `my_box:` block" in notice and "gym-compose sandboxes" in notice
+               for notice in stack.sandboxes.notices)
+    assert stack.network_config["my_box"] == stack.host_config["my_box"] == {"gym_compose": {}}
+
+
+def test_a_provider_reference_to_a_value_that_is_no_block_is_an_error(roots):
+    with pytest.raises(UserError, match="`my_box:` is not a provider block"):
+        plan_stack({**config(sandbox_provider="my_box"), "my_box": "docker"}, roots, StackOptions(project="p"))
 
 
 def test_a_near_miss_key_is_flagged(roots):
