@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Optional
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gym_compose.net.web import JSONResponse, read_json_object
+from gym_compose.net.web import JSONResponse, json_response, read_json_object
 from gym_compose.server.aggregation import (
     AGGREGATE_METRICS_PATH,
     AggregateMetricsHooks,
@@ -171,9 +171,17 @@ BaseResourcesServer = SimpleResourcesServer
 def add_aggregate_metrics_route(app: FastAPI, server: AggregateMetricsHooks) -> None:
     """`POST /aggregate_metrics` -> `server.aggregate_metrics(body)`; a malformed body is a 422."""
 
-    async def aggregate_metrics_endpoint(body: AggregateMetricsRequest) -> Any:
-        answer = await server.aggregate_metrics(body)
-        return answer.model_dump() if isinstance(answer, BaseModel) else answer
+    async def aggregate_metrics_endpoint(request: Request) -> Any:
+        # A whole run's rows in one body (100,000 at the end of a long run): parsed once with orjson and
+        # checked for their shape only, answered without FastAPI's encoder, so the rows are held once,
+        # not three times (it OOM-killed a 512 MiB server at 100,000 rows: docs/faults.md).
+        body = await read_json_object(request)
+        responses = body.get("verify_responses")
+        if not isinstance(responses, list) or not all(isinstance(item, dict) for item in responses):
+            return json_response({"detail": [{"loc": ["body", "verify_responses"], "type": "list_type",
+                                              "msg": "Input should be a list of objects"}]}, 422)
+        answer = await server.aggregate_metrics(AggregateMetricsRequest.model_construct(verify_responses=responses))
+        return json_response(answer.model_dump() if isinstance(answer, BaseModel) else answer)
 
     app.post(AGGREGATE_METRICS_PATH)(aggregate_metrics_endpoint)
 

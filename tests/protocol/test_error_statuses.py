@@ -25,6 +25,20 @@ def test_close_session_with_a_body_that_is_not_json_is_a_422():
         assert client.post("/close_session", json={}).status_code == 200
 
 
+def test_aggregate_metrics_refuses_a_body_without_a_list_of_rows_and_answers_one_with_the_servers_hook():
+    class Counting(SimpleResourcesServer):
+        async def aggregate_metrics(self, body):
+            return {"agent_metrics": {"rows": len(body.verify_responses)}, "key_metrics": {}}
+
+    server = Counting(config=BaseResourcesServerConfig(name="res"))
+    with client_for(server, "resources_servers", "res") as client:
+        for bad in (b"{not json", b"[1]", b'{"verify_responses": 3}', b'{"verify_responses": [1, {}]}', b"{}"):
+            answer = client.post("/aggregate_metrics", content=bad)
+            assert answer.status_code == 422, (bad, answer.text)
+        rows = {"verify_responses": [{"reward": 1.0}, {"reward": 0.0}]}
+        assert client.post("/aggregate_metrics", json=rows).json()["agent_metrics"] == {"rows": 2}
+
+
 def proxy(monkeypatch, api_mode: str, status: int, raw: bytes) -> TestClient:
     async def attempt(self, target, payload, headers, deadline):
         return _Answer(status, {}, raw)
