@@ -62,3 +62,22 @@ def weather_roots(tmp_path: Path) -> list[Path]:
     impl.mkdir(parents=True)
     (impl / "app.py").write_text("print('hi')\n")
     return [tmp_path]
+
+
+def sandbox_stack_roots(tmp_path: Path) -> list[Path]:
+    """A search root holding sandbox_stack_config's two implementation folders."""
+    for name in ("coder_impl", "plain_impl"):
+        folder = tmp_path / "server_images" / name
+        folder.mkdir(parents=True)
+        (folder / "app.py").write_text("print('hi')\n")
+    return [tmp_path]
+
+
+def sandbox_compose_model(data: dict, roots, images: dict[str, str]) -> dict:
+    """The compose model of `data` planned as project `p`, with the Docker socket for the broker."""
+    from gym_compose.plan.model import StackOptions
+    from gym_compose.plan.planner import plan_stack
+    from gym_compose.render.compose import RenderOptions, compose_model
+
+    stack = plan_stack(data, roots, StackOptions(project="p"))
+    return compose_model(stack, images, options=RenderOptions(docker_socket=SOCKET))

@@ -15,11 +15,11 @@ from gym_compose.plan.model import StackOptions
 from gym_compose.plan.planner import plan_stack
 from gym_compose.plan.sandbox_plan import BROKER_SERVICE, CONTROL_NETWORK, EGRESS_NETWORK
 from gym_compose.render import egress_proxy
-from gym_compose.render.compose import RenderOptions, compose_model
+from gym_compose.render.compose import RenderOptions
 from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.policy import BrokerSettings, SandboxPolicy
 from gym_compose.stack.lifecycle import stack_service_names
-from tests.support.plans import SOCKET
+from tests.support.plans import SOCKET, sandbox_compose_model, sandbox_stack_roots
 from tests.support.plans import sandbox_stack_config as config
 
 HOSTS = ["pypi.org", "files.pythonhosted.org", "*.example.org"]
@@ -30,16 +30,11 @@ ALLOW = {"network": {"egress": {"allow": HOSTS}}}
 
 @pytest.fixture
 def roots(tmp_path: Path) -> list[Path]:
-    for name in ("coder_impl", "plain_impl"):
-        folder = tmp_path / "server_images" / name
-        folder.mkdir(parents=True)
-        (folder / "app.py").write_text("print('hi')\n")
-    return [tmp_path]
+    return sandbox_stack_roots(tmp_path)
 
 
 def model_of(data: dict, roots) -> dict:
-    stack = plan_stack(data, roots, StackOptions(project="p"))
-    return compose_model(stack, IMAGES, options=RenderOptions(docker_socket=SOCKET))
+    return sandbox_compose_model(data, roots, IMAGES)
 
 
 def test_the_hosts_are_checked_and_kept_in_order_without_duplicates():

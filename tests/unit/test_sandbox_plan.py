@@ -19,7 +19,7 @@ from gym_compose.render.compose import RenderOptions, compose_model, write_proje
 from gym_compose.sandbox.broker.launch import container_config
 from gym_compose.sandbox.policy import BrokerSettings, LeaseRequest, SandboxPolicy, parse_size, refusal
 from gym_compose.sandbox.tokens import server_token
-from tests.support.plans import SOCKET
+from tests.support.plans import SOCKET, sandbox_compose_model, sandbox_stack_roots
 from tests.support.plans import sandbox_stack_config as config
 
 IMAGES = {"base": "gym-compose/base:abc", BROKER_SERVICE: "gym-compose/sandbox_broker:def",
@@ -28,16 +28,11 @@ IMAGES = {"base": "gym-compose/base:abc", BROKER_SERVICE: "gym-compose/sandbox_b
 
 @pytest.fixture
 def roots(tmp_path: Path) -> list[Path]:
-    for name in ("coder_impl", "plain_impl"):
-        folder = tmp_path / "server_images" / name
-        folder.mkdir(parents=True)
-        (folder / "app.py").write_text("print('hi')\n")
-    return [tmp_path]
+    return sandbox_stack_roots(tmp_path)
 
 
 def model_of(data: dict, roots, images=IMAGES) -> dict:
-    stack = plan_stack(data, roots, StackOptions(project="p"))
-    return compose_model(stack, images, options=RenderOptions(docker_socket=SOCKET))
+    return sandbox_compose_model(data, roots, images)
 
 
 def test_a_stack_without_sandboxes_has_no_broker(roots):
