@@ -107,14 +107,22 @@ async def test_missing_allowed_images_are_pulled_once_and_a_failed_pull_says_why
         await pool.close()
 
 
+async def budgeted_pool(tmp_path, budget_bytes: int, pullable: set[str], present: frozenset | set = frozenset()
+                        ) -> tuple[SandboxPool, FakeBackend]:
+    """An open pool whose one server pulls registry.example/task:* within an image budget."""
+    engine = FakeBackend(images={"gym-compose/sandbox:test", *present})
+    engine.pullable = set(pullable)
+    pool = SandboxPool(engine, BrokerSettings(project="t", image_cache_bytes=budget_bytes, servers={
+        "verifier": policy(tmp_path, "verifier", allowed_images=["registry.example/task:*"], pull=True)}))
+    await pool.open()
+    return pool, engine
+
+
 @run_async
 async def test_the_image_budget_removes_the_least_recently_used_pulled_image_no_sandbox_uses(tmp_path):
     task = "registry.example/task:{}".format
-    engine = FakeBackend(images={"gym-compose/sandbox:test", "registry.example/task:built-here"})
-    engine.pullable = {task(name) for name in "abc"}
-    pool = SandboxPool(engine, BrokerSettings(project="t", image_cache_bytes=int(2.5 * (1 << 30)), servers={
-        "verifier": policy(tmp_path, "verifier", allowed_images=["registry.example/task:*"], pull=True)}))
-    await pool.open()
+    pool, engine = await budgeted_pool(tmp_path, int(2.5 * (1 << 30)), {task(name) for name in "abc"},
+                                       present={"registry.example/task:built-here"})
 
     async def lease(name: str):
         sandbox, _ = await pool.lease("verifier", LeaseRequest(image=task(name)))
@@ -145,11 +153,7 @@ async def test_the_image_budget_removes_the_least_recently_used_pulled_image_no_
 
 @run_async
 async def test_a_budget_smaller_than_one_image_keeps_it_while_its_sandbox_lives(tmp_path):
-    engine = FakeBackend(images={"gym-compose/sandbox:test"})
-    engine.pullable = {"registry.example/task:big"}
-    pool = SandboxPool(engine, BrokerSettings(project="t", image_cache_bytes=1 << 20, servers={
-        "verifier": policy(tmp_path, "verifier", allowed_images=["registry.example/task:*"], pull=True)}))
-    await pool.open()
+    pool, engine = await budgeted_pool(tmp_path, 1 << 20, {"registry.example/task:big"})
     try:
         sandbox, _ = await pool.lease("verifier", LeaseRequest(image="registry.example/task:big"))
         assert (await pool.exec(sandbox, ExecRequest(command="echo ran")))["stdout"] == "ran\n"
