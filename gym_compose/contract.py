@@ -104,6 +104,9 @@ SANDBOX_BROKER_SECRET = "sandbox_broker_token"  # the broker's secret: the proje
 SANDBOX_BROKER_ENV = "GYM_COMPOSE_SANDBOX_BROKER"  # a server that leases: the broker's URL
 SANDBOX_TOKEN_FILE_ENV = "GYM_COMPOSE_SANDBOX_TOKEN_FILE"  # a server that leases: its token's file
 SANDBOX_REGISTRY_AUTH_SECRET = "sandbox_registry_auth"  # the broker's: JSON registry -> {username, password}
+# The broker logs this line once per task image it pulled; `down --images` reads its log for them.
+BROKER_PULLED_LINE = "pulled {image} in {seconds:.1f} s"
+BROKER_PULLED_PATTERN = r"(?:^|\s)pulled (\S+) in \d+\.\d s$"  # BROKER_PULLED_LINE, read back (re.MULTILINE)
 SANDBOX_LABEL = f"{LABEL_PREFIX}.sandbox"  # on every sandbox container
 SANDBOX_SERVER_LABEL = f"{LABEL_PREFIX}.sandbox.server"  # the server instance a sandbox serves
 SNAPSHOT_LABEL = f"{LABEL_PREFIX}.snapshot"  # on every sandbox snapshot image (its snapshot id); `down` removes them

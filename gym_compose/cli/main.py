@@ -125,6 +125,10 @@ def down(
     all_projects: Annotated[bool, typer.Option("--all", help="Every gym-compose project on this engine (found by label).")] = False,
     match: Annotated[Optional[str], typer.Option(
         "--match", metavar="GLOB", help="With --all: only the projects whose name matches GLOB (e.g. 'ci-*').")] = None,
+    images: Annotated[bool, typer.Option(
+        "--images", help="Also remove the task images the project's sandbox broker pulled during its runs (an image "
+        "a container still uses stays; images that were on the engine before, built ones and `build --pull`'s are "
+        "kept).")] = False,
 ) -> None:
     """Remove the project's containers (sandboxes too), networks and volumes (never the results folder)."""
     from gym_compose.stack.lifecycle import down_all_command, down_command
@@ -132,9 +136,9 @@ def down(
     if match is not None and not all_projects:
         raise typer.BadParameter("--match selects among the projects of --all; add --all", param_hint="--match")
     if all_projects:
-        down_all_command(match)
+        down_all_command(match, images)
     else:
-        down_command(project)
+        down_command(project, images)
 
 
 @app.command()

@@ -229,17 +229,22 @@ def up_command(args: StackArgs, detach: bool) -> None:
         attach(project, stack_service_names(stack))
 
 
-def down_command(project_name: str) -> None:
+def down_command(project_name: str, images: bool = False) -> None:
+    from gym_compose.stack.pulled_images import remember_pulled_images, remove_pulled_images
+
     project = existing_project(project_name)
+    remember_pulled_images(project)  # the brokers' logs go with the project
     removed = project.down()
     forget_project(project_name)
     if removed:
         say(f"removed project {project_name!r} ({removed.count()}); results folders are kept")
     else:
         say(f"project {project_name!r} had nothing to remove")
+    if images:
+        remove_pulled_images(project_name)
 
 
-def down_all_command(match: str | None = None) -> None:
+def down_all_command(match: str | None = None, images: bool = False) -> None:
     """The reaper: every project that has a container labelled by gym-compose, whatever its name
     (or only those whose name matches the glob `match`)."""
     names = [name for name in labelled_projects() if match is None or fnmatch.fnmatchcase(name, match)]
@@ -248,7 +253,7 @@ def down_all_command(match: str | None = None) -> None:
     failed = []
     for name in names:
         try:
-            down_command(name)
+            down_command(name, images)
         except GymComposeError as error:
             say(f"error: {error}")
             failed.append(name)

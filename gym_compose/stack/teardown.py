@@ -47,8 +47,11 @@ def stop_and_remove(stack: DeployedStack) -> None:
 
 def down_quietly(stack: DeployedStack) -> None:
     """Remove the stack after a failure: a failed clean-up is reported, never raised over it."""
+    from gym_compose.stack.pulled_images import remember_pulled_images
+
     try:
         with uninterruptible():
+            remember_pulled_images(stack)  # for `down --images`: the broker's log goes with it
             stack.down()
     except Exception as error:  # the original failure matters more than a failed clean-up
         say(f"warning: could not remove the stack: {error}; run `gym-compose down -p {stack.name}`")

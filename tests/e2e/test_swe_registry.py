@@ -157,6 +157,14 @@ def test_swebench_pro_pulls_each_image_from_a_plain_http_registry_once(task_imag
         assert second.returncode == 0, second.stderr[-4000:]
         assert all(row["reward"] == 1.0 for row in read_jsonl(run_dir / "rollouts.jsonl"))
         assert pulls(run_dir) == [] and "not on the engine" not in second.stderr  # every image is on the engine now
+
+        removed = subprocess.run([*CLI, "down", "-p", project, "--images"], cwd=tmp_path, capture_output=True,
+                                 text=True, timeout=300)
+        assert removed.returncode == 0, removed.stderr[-3000:]
+        assert f"removed {len(images)} task image(s) that project {project!r}'s sandbox broker pulled" \
+            in removed.stdout + removed.stderr, removed.stdout + removed.stderr
+        for image in images + list(task_images.values()):  # what the run pulled goes; what was there stays
+            assert (docker("image", "inspect", image).returncode == 0) == (image in task_images.values()), image
     finally:
         registry.stop()
         remove_pushed(registry)

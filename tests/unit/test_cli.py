@@ -105,9 +105,12 @@ def test_down_all_match_removes_only_the_matching_projects(monkeypatch):
 
     removed: list[str] = []
     monkeypatch.setattr(lifecycle, "labelled_projects", lambda: ["ci-a", "mine", "ci-b"])
-    monkeypatch.setattr(lifecycle, "down_command", removed.append)
+    monkeypatch.setattr(lifecycle, "down_command", lambda name, images=False: removed.append((name, images)))
     lifecycle.down_all_command("ci-*")
-    assert removed == ["ci-a", "ci-b"]
+    assert removed == [("ci-a", False), ("ci-b", False)]
+    removed.clear()
+    lifecycle.down_all_command("mine", images=True)
+    assert removed == [("mine", True)]
 
 
 def test_exit_codes_tell_usage_errors_from_engine_and_stack_failures(tmp_path, monkeypatch):

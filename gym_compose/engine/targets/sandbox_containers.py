@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import re
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 from urllib.parse import urlsplit
 
-from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SNAPSHOT_LABEL
+from gym_compose.contract import BROKER_PULLED_PATTERN, PROJECT_LABEL, ROLE_LABEL, SECRETS_DIR, SNAPSHOT_LABEL
 from gym_compose.engine.docker_cli import run_docker, run_docker_attached
 from gym_compose.plan.sandbox_names import BROKER_PORT
 
@@ -22,7 +24,8 @@ from gym_compose.plan.sandbox_names import BROKER_PORT
 # docker_socket() and `down` remove_sandboxes() of every stack, most of which lease no sandboxes.
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
-BROKER_STOP_GRACE_S = 10
+BROKER_STOP_GRACE_S = 30  # its own removal of many sandboxes on a busy engine; it exits as soon as done
+REMOVAL_WAIT_S = 30
 
 
 @dataclass(frozen=True)
@@ -86,11 +89,53 @@ def remove_sandboxes(project: str) -> int:
     if brokers:
         run_docker(["stop", "--time", str(BROKER_STOP_GRACE_S), *brokers], timeout=BROKER_STOP_GRACE_S + 60,
                    check=False)
-    ids = _labelled(project, SANDBOX_LABEL)
-    if ids:
-        run_docker(["rm", "--force", "--volumes", *ids], timeout=120, retries=2, check=False)
+    states = _labelled_states(project, SANDBOX_LABEL)
+    found = len(states)
+    # Those the engine is removing already (the broker's removals outlive a broker stopped by
+    # force) are waited for, not removed a second time: two removals of one container at once can
+    # leave the engine an endpoint on the network that no container holds, and the network then
+    # cannot be removed until the engine restarts (Engine 20.10).
+    others = [container for container, state in states.items() if state != "removing"]
+    if others:
+        run_docker(["rm", "--force", "--volumes", *others], timeout=120, retries=2, check=False)
+    deadline = time.monotonic() + REMOVAL_WAIT_S
+    while any(state == "removing" for state in states.values()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        states = _labelled_states(project, SANDBOX_LABEL)
     remove_snapshots(project)
-    return len(ids)
+    return found
+
+
+def pulled_task_images(project: str) -> list[str]:
+    """The task images the project's brokers pulled, from their logs (read before `down` removes
+    them): images that were on the engine before, built ones and `build --pull`'s are not there."""
+    images: set[str] = set()
+    for broker in _labelled(project, f"{ROLE_LABEL}=sandbox-broker"):
+        logs = run_docker(["logs", broker], timeout=60, check=False)
+        images.update(re.findall(BROKER_PULLED_PATTERN, f"{logs.stdout}\n{logs.stderr}", re.MULTILINE))
+    return sorted(images)
+
+
+@dataclass
+class ImageRemoval:
+    removed: list[str] = field(default_factory=list)
+    in_use: dict[str, str] = field(default_factory=dict)  # image -> the engine's reason
+    gone: list[str] = field(default_factory=list)  # removed already (the image budget) or by hand
+
+
+def remove_task_images(images: list[str]) -> ImageRemoval:
+    """`docker image rm` each, without force: an image a container (of any project) uses stays."""
+    outcome = ImageRemoval()
+    for image in images:
+        result = run_docker(["image", "rm", image], timeout=120, check=False)
+        said = (result.stderr or result.stdout).strip()
+        if result.ok:
+            outcome.removed.append(image)
+        elif "no such image" in said.lower():
+            outcome.gone.append(image)
+        else:
+            outcome.in_use[image] = said.splitlines()[-1] if said else f"exit {result.returncode}"
+    return outcome
 
 
 def snapshot_images(project: str) -> list[str]:
@@ -106,6 +151,13 @@ def remove_snapshots(project: str) -> int:
     if images:
         run_docker(["image", "rm", "--force", *images], timeout=120, retries=2, check=False)
     return len(images)
+
+
+def _labelled_states(project: str, label: str) -> dict[str, str]:
+    """container id -> its state (created, running, exited, removing, ...)."""
+    result = run_docker(["ps", "-a", "--filter", f"label={PROJECT_LABEL}={project}", "--filter", f"label={label}",
+                         "--format", "{{.ID}} {{.State}}"], timeout=30, retries=2)
+    return dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
 
 
 def _labelled(project: str, label: str, running_only: bool = False) -> list[str]:
