@@ -27,7 +27,7 @@ from gym_compose.view.run_model import prompt_of
 
 PASS_THRESHOLD = 0.5
 LABEL_KEYS = ("id", "task_id", "instance_id", "question", "seed")  # what a person knows a task by, in order
-KEY_PREFIXES = ("mean/reward", "pass@", "majority@")
+KEY_PREFIXES = ("mean/reward", "pass@", "majority@", "mean/cost.")  # mean/cost.: per rollout (docs/sandboxes.md)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from gym_compose.config import redact
 from gym_compose.config.redact import MASK, is_secret_key, mask_paths
 from gym_compose.engine.images.lean_images import image_digest
 from gym_compose.errors import GymComposeError
+from gym_compose.runs.summary import cost_totals
 
 MANIFEST_FILE = "manifest.json"
 COMPOSE_COPY = "compose.yaml"
@@ -96,6 +97,9 @@ def write_manifest(run_dir: Path, data: dict[str, Any], compose_file: Path | Non
         "compose_file": COMPOSE_COPY if compose_file is not None else None,
         "resolved_config": redact(data, from_environment),
     }
+    totals = cost_totals(run_dir)
+    if totals:  # the servers keep a ledger (docs/sandboxes.md#what-a-rollout-cost)
+        manifest["cost"] = totals
     if record is not None:
         from gym_compose.engine.engine_info import engine_versions
         from gym_compose.runs.provenance import provenance

@@ -63,6 +63,7 @@ def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
     raw_images = manifest.get("images")
     images: dict[str, Any] = raw_images if isinstance(raw_images, dict) else {}
     command = manifest.get("command")
+    cost = manifest.get("cost")
     return {
         "command": " ".join(map(str, command)) if isinstance(command, list) else command,
         "started_at": manifest.get("started_at"),
@@ -75,6 +76,8 @@ def manifest_view(manifest: dict[str, Any]) -> dict[str, Any]:
         ],
         "models": models,
         "servers": servers,
+        "cost": {key: value for key, value in cost.items() if isinstance(value, (int, float))}
+        if isinstance(cost, dict) else {},
         "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True) if config else None,
     }
 

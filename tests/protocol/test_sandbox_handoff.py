@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from gym_compose.sandbox.broker.app import build_app
-from gym_compose.sandbox.broker.broker_errors import Refused, StartFailed
+from gym_compose.sandbox.broker.broker_errors import BackendError, NoCapacity, Refused, StartFailed
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, ExecRequest, LeaseRequest, SandboxPolicy
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, sandbox_grant, server_token
@@ -148,6 +148,67 @@ async def test_the_image_budget_removes_the_least_recently_used_pulled_image_no_
         await pool.release(held_b)
         assert engine.removed_images == [task("a"), task("c")]  # 2 GiB held: within the budget
     finally:
+        await pool.close()
+
+
+@run_async
+async def test_the_ledger_counts_the_wait_for_a_pull_only_for_the_lease_that_waited(tmp_path):
+    pool, engine = await budgeted_pool(tmp_path, 8 << 30, {"registry.example/task:a"})
+    try:
+        first, _ = await pool.lease("verifier", LeaseRequest(image="registry.example/task:a"))
+        second, _ = await pool.lease("verifier", LeaseRequest(image="registry.example/task:a"))
+        pulled, found = await pool.release(first), await pool.release(second)
+        assert engine.pulls == ["registry.example/task:a"]
+        assert pulled["image_pull_s"] >= 0.05  # the fake registry's pull takes 0.05 s
+        assert pulled["lease_wait_s"] >= pulled["image_pull_s"]
+        assert found["image_pull_s"] == 0.0 and found["lease_wait_s"] > 0.0  # a cold start, no pull
+    finally:
+        await pool.close()
+
+
+class FaultyRegistry(FakeBackend):
+    """A registry whose `:hangs` images pull until the test lets them finish, and whose `:full`
+    images fail as a pull onto a full disk does."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hung_pull_may_end = asyncio.Event()
+
+    async def pull(self, image: str, progress) -> None:
+        if image.endswith((":hangs", ":full")):
+            self.pulls.append(image)
+            if image.endswith(":full"):
+                raise BackendError("write /var/lib/docker/tmp/GetImageBlob1: no space left on device")
+            await self.hung_pull_may_end.wait()
+            self.known_images.add(image)
+            return
+        await super().pull(image, progress)
+
+
+@run_async
+async def test_a_hung_pull_and_a_full_disk_fail_only_the_leases_of_their_images(tmp_path):
+    task = "registry.example/task:{}".format
+    engine = FaultyRegistry(images={"gym-compose/sandbox:test"})
+    engine.pullable = {task("fine")}
+    pool = SandboxPool(engine, BrokerSettings(project="t", servers={
+        "verifier": policy(tmp_path, "verifier", allowed_images=["registry.example/task:*"], pull=True)}))
+    await pool.open()
+    try:
+        hung = asyncio.ensure_future(pool.lease("verifier", LeaseRequest(image=task("hangs"), ready_timeout_s=1.0)))
+        with pytest.raises(StartFailed, match="cannot pull image 'registry.example/task:full': .*no space left"):
+            await pool.lease("verifier", LeaseRequest(image=task("full")))
+        fine, _ = await pool.lease("verifier", LeaseRequest(image=task("fine")))  # while the other pull hangs
+        assert (await pool.exec(fine, ExecRequest(command="echo unaffected")))["stdout"] == "unaffected\n"
+        await pool.release(fine)
+        with pytest.raises(NoCapacity, match="still being pulled after the lease's ready timeout"):
+            await hung
+        engine.hung_pull_may_end.set()  # the pull went on without its lease: the next lease finds the image
+        await until(lambda: task("hangs") in engine.known_images, "the hung pull to end")
+        later, _ = await pool.lease("verifier", LeaseRequest(image=task("hangs")))
+        assert engine.pulls.count(task("hangs")) == 1
+        await pool.release(later)
+    finally:
+        engine.hung_pull_may_end.set()
         await pool.close()
 
 

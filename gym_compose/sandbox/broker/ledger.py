@@ -2,6 +2,9 @@
 
 - `leased_s`: from the lease to the release (wall time);
 - `commands`: exec calls run in it;
+- `lease_wait_s`: from the lease request to the sandbox handed out (the queue for a slot, the
+  image pull, the start; near 0 from the warm pool);
+- `image_pull_s`: of that, the wait for its image's pull (0 when the image was there);
 - `cpu_s`: CPU time of all its processes, from the engine's own stats (one one-shot reading at
   release: `cpu_stats.cpu_usage.total_usage`);
 - `peak_memory_bytes`: the cgroup's high-water mark (`memory_stats.max_usage`; cgroup v1 engines
@@ -36,7 +39,8 @@ def usage_of(stats: dict[str, Any]) -> dict[str, Any]:
 
 async def sandbox_cost(backend: SandboxBackend, sandbox: Sandbox) -> dict[str, Any]:
     cost: dict[str, Any] = {"leased_s": round(time.monotonic() - sandbox.leased_at, 4) if sandbox.leased_at else 0.0,
-                            "commands": sandbox.commands}
+                            "commands": sandbox.commands, "lease_wait_s": round(sandbox.lease_wait_s, 4),
+                            "image_pull_s": round(sandbox.pull_wait_s, 4)}
     if sandbox.container_id:
         try:
             cost.update(usage_of(await backend.stats(sandbox.container_id)))

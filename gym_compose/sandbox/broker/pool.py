@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Any, Optional
 
+from gym_compose.contract import BROKER_PULLED_LINE
 from gym_compose.net.incarnation import Incarnations
 from gym_compose.sandbox.broker.admission import Admission
 from gym_compose.sandbox.broker.backend import SandboxBackend
@@ -158,7 +159,8 @@ class SandboxPool:
         memory_bytes = (request.memory_mib << 20 if request.memory_mib is not None
                         else snapshot.memory_bytes if snapshot else None)
         timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
-        deadline = time.monotonic() + timeout
+        asked = time.monotonic()
+        deadline = asked + timeout
         sandbox, warm = None, False
         self.admission.waiting += 1
         try:
@@ -183,6 +185,9 @@ class SandboxPool:
         sandbox.metadata = {**policy.metadata, **request.metadata}
         sandbox.ttl_s = min(request.ttl_s or policy.ttl_s, policy.ttl_s)
         sandbox.last_used = sandbox.leased_at = time.monotonic()
+        sandbox.lease_wait_s = sandbox.leased_at - asked
+        if warm:  # its image was pulled before this rollout asked
+            sandbox.pull_wait_s = 0.0
         sandbox.workdir = request.workdir or (snapshot.workdir if snapshot else policy.workdir)
         if request.workdir and request.workdir != policy.workdir:
             made = await self.exec(sandbox, ExecRequest(command=f"mkdir -p -- '{request.workdir}'", cwd="/"))
@@ -345,6 +350,7 @@ class SandboxPool:
         try:
             if policy.pull:
                 await self._pulled(image, deadline)
+                sandbox.pull_wait_s = time.monotonic() - began
             await self.admission.start_slot(deadline)
             began = time.monotonic()  # a start's time is the engine's and the agent's, not the throttle's queue
             try:
@@ -424,7 +430,7 @@ class SandboxPool:
         await self.backend.pull(image, lambda line: LOG.info("%s", line))
         self.pulled.append({"image": image, "seconds": round(time.monotonic() - began, 1)})
         self._present.add(image)
-        LOG.info("pulled %s in %.1f s", image, time.monotonic() - began)
+        LOG.info("%s", BROKER_PULLED_LINE.format(image=image, seconds=time.monotonic() - began))
         if self.image_cache.budget_bytes is not None:
             try:
                 self.image_cache.pulled(image, await self.backend.image_size(image))

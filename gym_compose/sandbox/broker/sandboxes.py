@@ -54,6 +54,8 @@ class Sandbox:
     memory_bytes: Optional[int] = None
     forked_from: Optional[str] = None  # the snapshot it started from
     leased_at: float = 0.0  # monotonic, at the lease (ledger.py)
+    lease_wait_s: float = 0.0  # from the lease request to the sandbox handed out: queue, pull, start (ledger.py)
+    pull_wait_s: float = 0.0  # of that, waiting for its image to be pulled (0 from the warm pool)
     caller: Optional[str] = None  # the start of the server's container that leased it (net/incarnation.py)
     commands: int = 0
 

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.net.web import json_response
+from gym_compose.server.agents.agent_cost import AgentLedger, with_agent_cost
 from gym_compose.server.agents.coding_tools import SUBMIT, TOOLS, ToolLimits, ToolRunner
 from gym_compose.server.agents.common import (
     TASK_HEADER,
@@ -87,30 +88,34 @@ class CodingAgent(BaseServer):
 
     async def run(self, row: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
         resources = self.config.resources_server.name
+        ledger = AgentLedger()
         began = time.monotonic()
         seed, raw = await self.server_client.post_json(resources, "/seed_session", json=row, cookies=cookies)
         cookies = {**cookies, **raw.cookies}
         seeded = time.monotonic()
+        ledger.phase_done("seed")
         try:
             sandbox = await self._connect(seed)
             try:
                 runner = ToolRunner(sandbox, ToolLimits(self.config.command_timeout_s, self.config.max_output_chars,
                                                         (seed or {}).get("workdir") or self.config.workdir))
-                response, steps, submitted = await self.run_episode(row, runner)
+                response, steps, submitted = await self.run_episode(row, runner, ledger)
             finally:
                 await sandbox.disconnect()
         except BaseException:  # the sandbox goes back now, not when the verifier's idle reaper finds it
             await close_session(self.server_client, resources, cookies)
             raise
         episode_done = time.monotonic()
+        ledger.phase_done("episode")
         verified, _ = await self.server_client.post_json(resources, "/verify", json={**row, "response": response},
                                                          cookies=cookies)
+        ledger.phase_done("verify")
         agent_timings = {"seed_s": round(seeded - began, 3), "agent_s": round(episode_done - seeded, 3),
                          "verify_s": round(time.monotonic() - episode_done, 3),
                          "total_s": round(time.monotonic() - began, 3)}
-        return {**row, **verified, "agent_steps": steps, "agent_submitted": submitted,
-                "agent_commands": runner.commands, "agent_command_timeouts": runner.timeouts,
-                "agent_timings": agent_timings}
+        return {**row, **with_agent_cost(verified, ledger, always=True), "agent_steps": steps,
+                "agent_submitted": submitted, "agent_commands": runner.commands,
+                "agent_command_timeouts": runner.timeouts, "agent_timings": agent_timings}
 
     async def _connect(self, seed: Any):
         from gym_compose.sandbox import AsyncSandbox
@@ -121,7 +126,8 @@ class CodingAgent(BaseServer):
                             "(sandbox_descriptor); coding_agent needs a resources server that leases one per session")
         return await AsyncSandbox.connect(descriptor)
 
-    async def run_episode(self, row: dict[str, Any], runner: ToolRunner) -> tuple[dict[str, Any], int, bool]:
+    async def run_episode(self, row: dict[str, Any], runner: ToolRunner,
+                          ledger: Optional[AgentLedger] = None) -> tuple[dict[str, Any], int, bool]:
         """Model turns and tool calls until submit, an answer without a tool call, or max_steps."""
         params = dict(row["responses_create_params"])
         params["tools"] = [*[t for t in params.get("tools") or [] if t.get("name") not in {x["name"] for x in TOOLS}],
@@ -135,7 +141,8 @@ class CodingAgent(BaseServer):
         usage, reply, steps, submitted = None, {}, 0, False
         while steps < self.config.max_steps and not submitted:
             steps += 1
-            reply = await self._model_turn({**params, "input": history + new_items}, headers)
+            turn = self._model_turn({**params, "input": history + new_items}, headers)
+            reply = await (ledger.model_call(turn) if ledger else turn)
             output = reply.get("output") or []
             new_items.extend(output)
             usage = add_usage(usage, reply.get("usage"))

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from gym_compose.net.web import json_response, read_json_object
+from gym_compose.server.agents.agent_cost import AgentLedger, with_agent_cost
 from gym_compose.server.agents.common import (
     TASK_HEADER,
     RowError,
@@ -77,25 +78,30 @@ class SimpleAgent(BaseServer):
 
     async def run(self, row: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
         resources = self.config.resources_server.name
+        ledger = AgentLedger()
         _, seeded = await self.server_client.post_json(resources, "/seed_session", json=row, cookies=cookies)
+        ledger.phase_done("seed")
         cookies = {**cookies, **seeded.cookies}
         try:
             response, cookies = await self.run_episode(
-                row["responses_create_params"], cookies, task_header(row, self._model_reads_task_header())
+                row["responses_create_params"], cookies, task_header(row, self._model_reads_task_header()), ledger
             )
         except BaseException:  # what the session holds (a sandbox) goes back now, not at the idle reaper
             await close_session(self.server_client, resources, cookies)
             raise
+        ledger.phase_done("episode")
         verified, _ = await self.server_client.post_json(
             resources, "/verify", json={**row, "response": response}, cookies=cookies
         )
-        return {**row, **verified}
+        ledger.phase_done("verify")
+        return {**row, **with_agent_cost(verified, ledger)}
 
     def _model_reads_task_header(self) -> bool:
         return model_reads_task_header(global_config_of(self), self.config.model_server.name)
 
     async def run_episode(
-        self, params: dict[str, Any], cookies: dict[str, str], model_headers: dict[str, str]
+        self, params: dict[str, Any], cookies: dict[str, str], model_headers: dict[str, str],
+        ledger: Optional[AgentLedger] = None,
     ) -> tuple[dict[str, Any], dict[str, str]]:
         """Model turns and tool calls until the model answers without a tool call or max_steps."""
         model = self.config.model_server.name
@@ -107,10 +113,11 @@ class SimpleAgent(BaseServer):
         model_cookies: dict[str, str] = {}
         while True:
             step += 1
-            reply, raw = await self.server_client.post_json(
+            call = self.server_client.post_json(
                 model, "/v1/responses", json={**params, "input": history + new_items},
                 headers=model_headers, cookies=model_cookies or None,
             )
+            reply, raw = await (ledger.model_call(call) if ledger else call)
             model_cookies.update(raw.cookies)
             output = reply.get("output") or []
             new_items.extend(output)

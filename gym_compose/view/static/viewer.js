@@ -262,6 +262,10 @@
       ["gym-compose version", manifest.gym_compose_version],
       ["servers", manifest.servers.map((s) => `${s.instance} (${s.implementation})`).join(", ") || null],
     ])];
+    const cost = Object.entries(manifest.cost || {});
+    if (cost.length) {
+      parts.push(el("h2", { text: "What the run cost, all agents" }), kvTable(cost.map(([k, v]) => [k, fmt(v)])));
+    }
     if (manifest.images.length) {
       parts.push(el("h2", { text: "Images" }), el("table", { class: "kv" },
         manifest.images.map((i) => el("tr", {}, el("th", { text: i.service }), el("td", { text: i.image || "" }), el("td", {}, el("code", { text: (i.id || "").slice(0, 19) }))))));
