@@ -24,6 +24,21 @@ def _docker_compose_available() -> bool:
     return True
 
 
+# Under pytest-xdist (pyproject's addopts: two workers) every Docker test runs in one lane, one
+# worker running them in file order, while the unit and protocol tests fill the other worker. One
+# lane, not two: the Docker tests share one engine, and those that change it (swarm mode and further
+# engines, removed images, a registry on loopback) break what another test runs meanwhile (a second
+# lane's stack lost its service names while the swarm-nodes test ran: "Name or service not known").
+ENGINE_LANE = pytest.mark.xdist_group("docker-engine")
+
+
+def pytest_itemcollected(item):
+    """Each Docker test's lane, as it is collected: before any pytest_collection_modifyitems (xdist's
+    reads the groups there, in an order no hookimpl option pins against a conftest's)."""
+    if "docker" in item.keywords:
+        item.add_marker(ENGINE_LANE)
+
+
 def pytest_collection_modifyitems(config, items):
     docker_items = [item for item in items if "docker" in item.keywords]
     if not docker_items or _docker_compose_available():

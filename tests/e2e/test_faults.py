@@ -20,7 +20,7 @@ import pytest
 
 from gym_compose.plan.planner import service_name
 from tests.e2e import PROJECT_PREFIX
-from tests.support.e2e import CLI, free_port, gym_compose, labelled
+from tests.support.e2e import CLI, free_port, gym_compose, labelled, remove_project
 from tests.support.model_gate import calls_held, gated, open_gate
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(480)]
@@ -46,7 +46,7 @@ def project(request, tmp_path, monkeypatch):
     name = f"{PROJECT_PREFIX}-fault-{request.node.name.replace('_', '-')[5:30].lower().strip('-')}"
     monkeypatch.setenv("GYM_COMPOSE_STATE_DIR", str(tmp_path / "state"))
     yield name
-    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
+    remove_project(name)
     leftovers = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={name}"],
                                capture_output=True, text=True, timeout=60).stdout.split()
     if leftovers:

@@ -11,18 +11,16 @@ import json
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
-from tests.support.e2e import free_port, gym_compose, labelled, only_run_dir, read_jsonl
+from tests.support.e2e import free_port, gym_compose, labelled, only_run_dir, read_jsonl, remove_project
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
 def project(request) -> str:
-    import subprocess
-
     name = f"{PROJECT_PREFIX}-models-{request.node.name.replace('_', '-')[:24].lower()}"
     yield name
-    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
+    remove_project(name)
 
 
 @pytest.mark.timeout(2400)  # the first run compiles llama-cpp-python: over 600 s on a loaded 2-core machine

@@ -17,12 +17,11 @@ scale_swe, swemer_v2 and swemer_v1, each through its own golden-patch set-up
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
-from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, remove_project
 from tests.support.nemo_gym_swe import (
     KEY,
     local_image_overrides,
@@ -80,8 +79,7 @@ def test_nemo_gyms_golden_patch_validation_config_on_local_task_images(nemo_gym_
         rollouts, _ = run_rows(nemo_gym_checkout, project, tmp_path, rows, f"{server}/{server}_example", *overrides,
                                f"++agent_name={server}_example_agent")
     finally:
-        subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"], capture_output=True,
-                       timeout=120)
+        remove_project(project)
     by_patch = {row["patch"]: row for row in rollouts}
     golden, empty = (by_patch[patch] for patch in patches)
     assert (golden["reward"], golden["resolved"]) == (1.0, True), (golden["error"], golden["test_output"][-2000:])

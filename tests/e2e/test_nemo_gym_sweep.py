@@ -23,7 +23,7 @@ import subprocess
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
-from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, run_rows
+from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, remove_project, run_rows
 from tests.support.nemo_gym_swe import KEY, nemo_gym_row, run_swebench_pro, with_mock_mode
 
 pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
@@ -44,7 +44,7 @@ def project(server):
     # would be the same for every parameter
     name = f"{PROJECT_PREFIX}-sweep-{server.replace('_', '-')}"[:60]
     yield name
-    subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
+    remove_project(name)
 
 
 @pytest.mark.parametrize(("server", "runtime", "mean_reward", "shadowed"), SAMPLE, ids=[s[0] for s in SAMPLE])
@@ -67,8 +67,7 @@ def test_sampled_sandboxed_nemo_gym_server_verifies_task_images_built_here(nemo_
     try:
         rollouts, _ = run_swebench_pro(nemo_gym_checkout, name, tmp_path, rows, f"{KEY}.is_verifying_golden_patch=true")
     finally:
-        subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"], capture_output=True,
-                       timeout=120)
+        remove_project(name)
     assert sorted((row["patch"] != "", row["reward"]) for row in rollouts) == [(False, 0.0), (True, 1.0)]
 
 

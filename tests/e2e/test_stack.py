@@ -13,7 +13,7 @@ import pytest
 
 from gym_compose.plan.planner import service_name
 from tests.e2e import PROJECT_PREFIX
-from tests.support.e2e import CLI, REPO, free_port, gym_compose, labelled
+from tests.support.e2e import CLI, REPO, free_port, gym_compose, labelled, remove_project
 
 pytestmark = pytest.mark.docker
 
@@ -187,5 +187,4 @@ def test_down_all_reaps_every_labelled_project(tmp_path):
             assert labelled("container", name) == [] and labelled("network", name) == []
     finally:
         for name in projects:
-            subprocess.run(["docker", "compose", "-p", name, "down", "-v", "--timeout", "1"],
-                           capture_output=True, timeout=120)
+            remove_project(name)

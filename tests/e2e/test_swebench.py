@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.e2e import labelled as networks_left
+
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,4 +195,4 @@ def test_swebench_pro_without_a_registry_says_what_is_missing_and_starts_nothing
     assert "gym-compose up --benchmark swebench_mini" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "results").exists()
-    assert labelled(project, "ps", "-aq") == [] and labelled(project, "network", "ls", "-q") == []
+    assert labelled(project, "ps", "-aq") == [] and networks_left("network", project) == []

@@ -9,14 +9,13 @@ exported file are opened in headless Chromium; screenshots go to test-artifacts/
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
-from tests.support.e2e import free_port, gym_compose
+from tests.support.e2e import free_port, gym_compose, remove_project
 from tests.support.view import REPO, ServedView
 from tests.support.view_browser import (
     PageWatch,
@@ -50,7 +49,7 @@ def collected_run(tmp_path_factory) -> Path:
         up = gym_compose("up", "--resources-server", "calculator", "--input", "rows.jsonl", "--num-repeats", "2",
                          "--run-name", "viewed", "-p", project, "--head-port", str(free_port()), cwd=work)
     finally:
-        subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"], capture_output=True, timeout=120)
+        remove_project(project)
     assert up.returncode == 1, up.stderr  # some rollouts failed
     (run_dir,) = (work / "results").iterdir()
     return run_dir

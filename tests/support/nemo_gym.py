@@ -17,20 +17,29 @@ NEMO_GYM_VERSION = "0.7.0"
 
 
 def unpacked_nemo_gym() -> Path:
-    """The released nemo-gym wheel from PyPI, unpacked once under the cache folder."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gym-compose" / f"nemo-gym-{NEMO_GYM_VERSION}"
+    """The released nemo-gym wheel from PyPI, unpacked once under the cache folder (under a lock, and
+    renamed into place whole: test workers and other sessions may ask at the same time)."""
+    cache = cache_root() / f"nemo-gym-{NEMO_GYM_VERSION}"
     unpacked = cache / "tree"
-    if not (unpacked / "resources_servers").is_dir():
-        cache.mkdir(parents=True, exist_ok=True)
-        download = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--ignore-requires-python",
-             "--dest", str(cache), f"nemo-gym=={NEMO_GYM_VERSION}"],
-            capture_output=True, text=True, timeout=300,
-        )
-        assert download.returncode == 0, f"could not download nemo-gym {NEMO_GYM_VERSION} from PyPI:\n{download.stderr}"
-        (wheel,) = cache.glob("nemo_gym-*.whl")
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(unpacked)
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "tree.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (unpacked / "resources_servers").is_dir():
+            if not list(cache.glob("nemo_gym-*.whl")):
+                download = subprocess.run(
+                    [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--ignore-requires-python",
+                     "--dest", str(cache), f"nemo-gym=={NEMO_GYM_VERSION}"],
+                    capture_output=True, text=True, timeout=300,
+                )
+                assert download.returncode == 0, (f"could not download nemo-gym {NEMO_GYM_VERSION} from PyPI:\n"
+                                                  f"{download.stderr}")
+            (wheel,) = cache.glob("nemo_gym-*.whl")
+            partial = cache / "tree.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(unpacked, ignore_errors=True)  # an older, incomplete unpack
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(partial)
+            partial.rename(unpacked)
     return unpacked
 
 

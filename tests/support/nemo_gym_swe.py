@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.e2e import free_port, gym_compose, labelled
+from tests.support.e2e import docker_ps_all, free_port, gym_compose, labelled
 
 REPO = Path(__file__).resolve().parents[2]
 MINI_ROWS = REPO / "benchmarks" / "swebench_mini" / "data" / "swebench_mini.jsonl"
@@ -104,7 +104,8 @@ def run_rows(nemo_gym: Path, project: str, tmp_path: Path, rows: list[dict[str, 
     (run_dir,) = (tmp_path / "results").iterdir()
     rollouts = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == len(rows), output[-3000:]
-    assert labelled("container", project) == [] and labelled("network", project) == []
+    left = {kind: labelled(kind, project) for kind in ("container", "network")}
+    assert left == {"container": [], "network": []}, f"left after `up`: {left}\n{output[-3000:]}\n" + docker_ps_all()
     assert "(NeMo Gym runtime)" in output
     assert "sandbox provider 'sandbox'" in output and "runs as gym-compose sandboxes" in output
     return rollouts, output

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.support import REPO
+from tests.support.e2e import labelled  # noqa: F401  (the sandbox tests' one way to list what is left)
 
 CLI = [sys.executable, "-m", "gym_compose"]
 PROBE = REPO / "tests" / "e2e" / "sandbox_probe.py"
@@ -29,12 +30,6 @@ def run(*argv: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProce
 
 def gym_compose(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
     return run(*CLI, *args, cwd=cwd, timeout=timeout)
-
-
-def labelled(kind: str, project: str, extra: str | None = None) -> list[str]:
-    listing = {"container": ["ps", "-aq"], "network": ["network", "ls", "-q"], "volume": ["volume", "ls", "-q"]}[kind]
-    filters = ["--filter", f"label={LABEL}={project}"] + (["--filter", f"label={extra}"] if extra else [])
-    return run("docker", *listing, *filters, timeout=60).stdout.split()
 
 
 def inspect(*ids: str) -> list[dict]:

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from gym_compose.engine import docker_cli
-from gym_compose.engine.targets.compose_project import NETWORK_DETACH_WAIT_S, ComposeProject
+from gym_compose.engine.targets.compose_project import NETWORK_DETACH_WAIT_S, STRAGGLER_SETTLE_S, ComposeProject
 from gym_compose.engine.targets.postmortem import describe_exit
 from gym_compose.errors import EngineFailure
 from tests.fakes.clock import FakeClock
@@ -55,6 +55,18 @@ def test_down_that_leaves_something_behind_fails_naming_it(engine):
     assert clock.now >= NETWORK_DETACH_WAIT_S  # asked again for the engine's detach time, then gave up
 
 
+def test_down_warns_of_a_network_the_engine_keeps_an_endpoint_on_with_no_container_and_succeeds(engine, capsys):
+    engine("""
+*"network ls --filter label=com.docker.compose.project=p"*) echo p_gym ;;
+"network rm p_gym") echo "Error response from daemon: error while removing network: network p_gym id 71 has active endpoints" >&2; exit 1 ;;
+*"network inspect --format {{json .Containers}} p_gym") echo '{}' ;;
+""")
+    ComposeProject("p", clock=FakeClock()).down()
+    said = capsys.readouterr()
+    assert "network(s) p_gym of project 'p' could not be removed" in said.out + said.err
+    assert "Docker Engine bug" in said.out + said.err
+
+
 def test_down_asks_again_while_a_removed_containers_endpoint_is_still_detaching(engine, tmp_path):
     tries = tmp_path / "tries"
     calls = engine(f"""
@@ -65,6 +77,45 @@ def test_down_asks_again_while_a_removed_containers_endpoint_is_still_detaching(
     clock = FakeClock()
     ComposeProject("p", clock=clock).down()
     assert calls().count("network rm p_sbx") == 3 and clock.now == 1.0
+
+
+def test_down_disconnects_an_endpoint_the_engine_kept_for_a_removed_container_instead_of_giving_up(engine, tmp_path):
+    freed = tmp_path / "freed"
+    calls = engine(f"""
+*"network ls --filter label=io.gym-compose.project=p"*) [ -e {freed} ] || echo p_sbx ;;
+"network rm p_sbx") [ -e {freed} ] && exit 0
+  echo "Error response from daemon: error while removing network: network p_sbx id 8b88 has active endpoints" >&2; exit 1 ;;
+*"network inspect --format {{{{json .Containers}}}} p_sbx") echo '{{"4f1e":{{"Name":"p-sbx-1","EndpointID":"e1"}},"77aa":{{"Name":"p-user-attached"}}}}' ;;
+*"inspect --type container --format {{{{.Id}}}} 4f1e") echo "Error: No such container: 4f1e" >&2; exit 1 ;;
+*"inspect --type container --format {{{{.Id}}}} 77aa") echo 77aa ;;
+"network disconnect --force p_sbx p-sbx-1") touch {freed} ;;
+""")
+    clock = FakeClock()
+    ComposeProject("p", clock=clock).down()
+    made = calls()
+    assert "network disconnect --force p_sbx p-sbx-1" in made and clock.now == 0  # no waiting for the engine
+    assert not any("p-user-attached" in call for call in made)  # a container that exists is not cut off
+
+
+def test_down_of_a_sandboxed_stack_removes_a_sandbox_the_stopped_broker_was_still_creating(engine, tmp_path):
+    # the listing: the broker before; nothing right after compose down; then the sandbox whose create
+    # the engine finished late (a warm-pool refill), until it is removed
+    seen, gone = tmp_path / "seen", tmp_path / "gone"
+    calls = engine(f"""
+*"ps -a --filter label=io.gym-compose.project=p"*) echo -n x >> {seen}
+  case "$(cat {seen})" in x) echo p-sandbox-broker-1 ;; xx) ;; *) [ -e {gone} ] || echo p-late-sandbox ;; esac ;;
+"rm --force --volumes p-late-sandbox") touch {gone} ;;
+""")
+    clock = FakeClock()
+    ComposeProject("p", clock=clock).down()
+    assert "rm --force --volumes p-late-sandbox" in calls() and clock.now == STRAGGLER_SETTLE_S
+
+
+def test_down_of_a_stack_without_a_broker_does_not_wait(engine):
+    engine("")
+    clock = FakeClock()
+    ComposeProject("p", clock=clock).down()
+    assert clock.now == 0
 
 
 def test_check_stack_names_dead_missing_and_paused_servers_and_ignores_the_collector(engine):
@@ -130,3 +181,17 @@ def test_a_missing_docker_cli_is_explained_for_long_running_calls_too(monkeypatc
     monkeypatch.setattr(docker_cli, "DOCKER", str(tmp_path / "no-docker"))
     with pytest.raises(docker_cli.DockerUnavailable, match="`docker` command was not found"):
         ComposeProject("p").follow_logs([], follow=False, tail=None)
+
+
+def test_sandboxes_the_engine_is_removing_already_are_waited_for_not_removed_twice(engine, tmp_path):
+    from gym_compose.engine.targets.sandbox_containers import remove_sandboxes
+
+    listed = tmp_path / "listed"
+    calls = engine(f"""
+*"--filter label=io.gym-compose.sandbox --format"*) echo -n x >> {listed}
+  [ "$(cat {listed})" = x ] && printf 'a1 running\\nb2 removing\\n' || true ;;
+""")
+    assert remove_sandboxes("p") == 2
+    made = calls()
+    assert "rm --force --volumes a1" in made and not any("b2" in call for call in made)
+    assert open(listed).read() == "xx"  # listed again until the one being removed was gone
