@@ -147,12 +147,17 @@ def narrow_when_resolved(alias: str, server_pid: int, timeout_s: float) -> None:
     kill the server, so that the container ends with the reason."""
     deadline = time.monotonic() + timeout_s
     try:
-        while not (addresses := resolve_now(alias)):
+        # The engine's DNS may answer the alias of a network connected later before the
+        # container's interface on it has its address: wait for both, every interface closed.
+        while not (interfaces := sandbox_side_interfaces(addresses := resolve_now(alias), local_interfaces())):
             if time.monotonic() >= deadline:
+                if addresses:
+                    raise GuardError(f"no interface of this container came up on the network of {alias!r} "
+                                     f"({', '.join(addresses)}) in {timeout_s:.0f} s")
                 raise GuardError(f"the sandbox-side alias {alias!r} did not resolve in {timeout_s:.0f} s; the server "
                                  "container must have it on its sandbox network only (rendered by gym-compose)")
             time.sleep(RESOLVE_POLL_S)
-        interfaces = close_sandbox_side(alias, addresses)
+        install_rules(ruleset(interfaces))
     except (GuardError, OSError) as error:
         print(f"gym-compose: the server is stopped: cannot close its sandbox side: {error}", file=sys.stderr,
               flush=True)

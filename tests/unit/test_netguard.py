@@ -165,8 +165,28 @@ def test_the_helper_kills_the_server_when_the_side_cannot_be_closed(monkeypatch,
            "0 s" in capsys.readouterr().err
     monkeypatch.setattr(netguard, "resolve_now", lambda alias: ["10.9.0.1"])  # on none of its interfaces
     monkeypatch.setattr(netguard, "local_interfaces", lambda: interfaces(eth0="172.20.0.5/16"))
+    clock = iter(range(0, 10_000, 100))
+    monkeypatch.setattr(netguard.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(netguard.time, "sleep", lambda seconds: None)
     netguard.narrow_when_resolved("side", 4242, timeout_s=600)
     assert killed[-1] == (4242, netguard.signal.SIGKILL) and installed == []
+    assert "no interface of this container came up on the network of 'side' (10.9.0.1) in 600 s" \
+        in capsys.readouterr().err
+
+
+def test_the_helper_waits_for_the_interface_when_the_alias_resolves_first(monkeypatch, capsys):
+    """`docker network connect`: the engine's DNS may answer before the new interface has its address."""
+    views = [interfaces(eth0="172.20.0.5/16"), interfaces(eth0="172.20.0.5/16"),
+             interfaces(eth0="172.20.0.5/16", eth1="172.21.0.3/16")]
+    installed, killed = [], []
+    monkeypatch.setattr(netguard, "resolve_now", lambda alias: ["172.21.0.3"])
+    monkeypatch.setattr(netguard, "local_interfaces", lambda: views.pop(0))
+    monkeypatch.setattr(netguard.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(netguard, "install_rules", installed.append)
+    monkeypatch.setattr(netguard.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    netguard.narrow_when_resolved("side", 4242, timeout_s=600)
+    assert installed == [netguard.ruleset(["eth1"])] and killed == [] and views == []
+    assert "(eth1) are refused; the other interfaces are open again" in capsys.readouterr().err
 
 
 def test_the_guards_capabilities_are_the_contracts_and_the_kernels_numbers():
