@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from bench._support.nemo_gym_sweep import agent_override, exclusion, read_jsonl, run_bounded, selector
+from bench._support.sweep_report import latest_results, print_columns, print_listed
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [str(REPO / ".venv" / "bin" / "gym-compose")]
@@ -114,35 +115,40 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
                                               "--head-port", str(12000 + index % 4000), *extra], cwd, timeout)
             if returncode is None:
                 result["error"] = f"timed out after {timeout:.0f} s"
-        finally:
-            subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--timeout", "1"],
-                           capture_output=True, timeout=300)
+        finally:  # the whole project: the broker's sandboxes too, which `compose down` leaves
+            subprocess.run([*CLI, "down", "-p", project], capture_output=True, timeout=300)
         result["seconds"] = round(time.monotonic() - started, 1)
         if logs:
             logs.mkdir(parents=True, exist_ok=True)
             (logs / f"{name}.log").write_text(output)
-        result["built"] = "starting " in output
-        result["healthy"] = bool(re.search(r"all \d+ services healthy", output))
-        run_dir = run_folder(cwd, output)
-        if run_dir is not None:
-            # A run whose rollouts all failed has no rollouts.jsonl at all: count its failures
-            # anyway (the sweep once reported such runs as 0 ok / 0 failed).
-            rollouts = read_jsonl(run_dir / "rollouts.jsonl")
-            failures = read_jsonl(run_dir / "rollouts_failures.jsonl")
-            progress = FAILURES_PROGRESS.findall(output)
-            result["ok"] = len(rollouts)
-            # failures: gym-compose's own count (a rollout retried fails once), else the file's lines
-            result["failed"] = int(progress[-1]) if progress else len(failures)
-            rewards = [float(r["reward"]) for r in rollouts if isinstance(r.get("reward"), (int, float))]
-            result["mean_reward"] = round(sum(rewards) / len(rewards), 3) if rewards else None
-            if failures:
-                first = failures[0]
-                message = first.get("_ng_failure_message") or first.get("error") or first
-                body = first.get("_ng_failure_response_body") or ""
-                result["error"] = result["error"] or f"{message} {body}".strip()[:300]
-        if not result["error"] and (returncode != 0 or run_dir is None):
-            result["error"] = last_line(output)
+        read_outcome(result, cwd, output, returncode)
     return result
+
+
+def read_outcome(result: dict[str, Any], cwd: Path, output: str, returncode: int | None) -> None:
+    """Fill `result` from what `up` said and wrote: built, healthy, rollouts ok/failed, mean reward,
+    the first failure (or the last error line) as its error."""
+    result["built"] = "starting " in output
+    result["healthy"] = bool(re.search(r"all \d+ services healthy", output))
+    run_dir = run_folder(cwd, output)
+    if run_dir is not None:
+        # A run whose rollouts all failed has no rollouts.jsonl at all: count its failures
+        # anyway (the sweep once reported such runs as 0 ok / 0 failed).
+        rollouts = read_jsonl(run_dir / "rollouts.jsonl")
+        failures = read_jsonl(run_dir / "rollouts_failures.jsonl")
+        progress = FAILURES_PROGRESS.findall(output)
+        result["ok"] = len(rollouts)
+        # failures: gym-compose's own count (a rollout retried fails once), else the file's lines
+        result["failed"] = int(progress[-1]) if progress else len(failures)
+        rewards = [float(r["reward"]) for r in rollouts if isinstance(r.get("reward"), (int, float))]
+        result["mean_reward"] = round(sum(rewards) / len(rewards), 3) if rewards else None
+        if failures:
+            first = failures[0]
+            message = first.get("_ng_failure_message") or first.get("error") or first
+            body = first.get("_ng_failure_response_body") or ""
+            result["error"] = result["error"] or f"{message} {body}".strip()[:300]
+    if not result["error"] and (returncode != 0 or run_dir is None):
+        result["error"] = last_line(output)
 
 
 def run_folder(cwd: Path, output: str) -> Path | None:
@@ -164,30 +170,15 @@ def print_table(results: list[dict[str, Any]]) -> None:
         rows.append((r["server"], r["runtime"], "yes" if r["built"] else "no", "yes" if r["healthy"] else "no",
                      str(r["ok"]), str(r["failed"]), "-" if r["mean_reward"] is None else f"{r['mean_reward']:.3f}",
                      f"{r['seconds']:.0f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print_columns(rows)
     complete = [r for r in ran if r["ok"] and not r["failed"]]
     lean = sum(r["runtime"] == "lean" for r in ran)
     nemo_gym = sum(r["runtime"] == "nemo_gym" for r in ran)
     print(f"\n{len(ran)} servers run: {sum(r['built'] for r in ran)} built, {sum(r['healthy'] for r in ran)} healthy, "
           f"{len(complete)} with every example rollout ok; runtimes: {lean} lean, {nemo_gym} nemo_gym")
-    problems = [r for r in ran if r["error"]]
-    if problems:
-        print("\nerrors:")
-        for r in problems:
-            print(f"  {r['server']}: {r['error']}")
-    noted = [r for r in ran if r.get("note")]
-    if noted:
-        print("\nnotes:")
-        for r in noted:
-            print(f"  {r['server']}: {r['note']}")
-    excluded = [r for r in results if r["excluded"]]
-    if excluded:
-        print(f"\nexcluded ({len(excluded)}):")
-        for r in excluded:
-            print(f"  {r['server']}: {r['excluded']}")
-
+    print_listed("errors", ran, "server", "error")
+    print_listed("notes", ran, "server", "note")
+    print_listed("excluded", results, "server", "excluded", counted=True)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -203,14 +194,7 @@ def main() -> int:
                              "for a server replaces an earlier one: a re-run batch over a full sweep)")
     options = parser.parse_args()
     if options.report:
-        latest: dict[str, dict[str, Any]] = {}
-        for report in options.report:
-            for line in report.read_text().splitlines():
-                if line.strip():
-                    result = json.loads(line)
-                    latest.pop(result["server"], None)
-                    latest[result["server"]] = result
-        print_table(sorted(latest.values(), key=lambda result: result["server"]))
+        print_table(latest_results(options.report, "server"))
         return 0
     os.environ.setdefault("GYM_COMPOSE_OFFLINE", "1")
     tree = (options.nemo_gym or nemo_gym_tree()).resolve()

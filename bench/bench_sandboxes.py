@@ -2,7 +2,7 @@
 docker provider works (`docker run` to create, one `docker exec` CLI process per command), in one
 run, on the same sandbox image and machine.
 
-    .venv/bin/python -m bench.bench_sandboxes [--execs 200] [--leases 20] [--parallel 16]
+    .venv/bin/python -m bench.bench_sandboxes [--execs 200] [--leases 20] [--parallel 16] [--max-live N]
     .venv/bin/python -m bench.bench_sandboxes --forks [--group 16]   # fork from seed vs fresh (sandbox_forks.py)
 
 gym-compose (measured inside the python_sandbox server container, through gym_compose.sandbox and
@@ -11,7 +11,11 @@ the broker, i.e. what a server pays):
 - sandbox start (broker: container create .. agent ready, p50/p95);
 - exec round trip of `true` (p50/p95) with python_sandbox's shell (/bin/sh; `--shell` for the
   baseline's, which should be the same: bash costs both sides several ms more per command);
-- sandboxes started per second: --parallel cold leases at once.
+- sandboxes started per second: --parallel cold leases at once, with those leases' p50/p95/p99 and
+  failures, and the memory per idle sandbox while all of them are held: the cgroup's (`docker stats`)
+  and the whole machine's (MemAvailable before the burst less while held, per sandbox: the
+  engine's shim and bookkeeping included). --max-live raises the broker's cap (default: derived
+  from the machine) so that all of them run at once.
 NeMo Gym 0.7's way (from the host, as its provider runs in the server process there):
 - create: `docker run -d --init ... <keep-alive>`, then its start probe and shell detection
   (`docker exec C sh -c 'printf docker-sandbox-ready'`, `docker exec C sh -c 'command -v bash'`);
@@ -36,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
 PROJECT = "gym-compose-bench-sandboxes"
 LABEL = "io.gym-compose.bench-baseline"
+RELEASE_FILE = "/tmp/bench-release"  # sandbox_bench_probe.py's: it keeps the burst's sandboxes until this exists
 TARGETS = {"exec_p50_ms": 10.0, "warm_lease_p50_ms": 50.0, "cold_start_p50_s": 1.0}
 
 
@@ -56,16 +61,57 @@ def quantiles(values: list[float], scale: float = 1.0) -> tuple[float, float]:
 
 
 def ours(args) -> tuple[dict, str]:
-    gym_compose("up", "-d", "-p", PROJECT, "--head-port", str(args.head_port), "--resources-server", "python_sandbox")
+    limits = ["++python_sandbox.resources_servers.python_sandbox.sandbox_provider=sandbox",
+              f"++sandbox.gym_compose.max_live={args.max_live}"] if args.max_live else []
+    gym_compose("up", "-d", "-p", PROJECT, "--head-port", str(args.head_port), "--resources-server", "python_sandbox",
+                *limits)
     try:
         server = run(["docker", "compose", "-p", PROJECT, "ps", "-q", "python-sandbox"]).stdout.strip()
-        probe = run(["docker", "exec", "-i", server, "python", "-", str(args.execs), str(args.leases),
-                     str(args.parallel)], input=(REPO / "bench" / "sandbox_bench_probe.py").read_text())
+        available_before = mem_available_mib()
+        probe = subprocess.Popen(["docker", "exec", "-i", server, "python", "-", str(args.execs), str(args.leases),
+                                  str(args.parallel)], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        assert probe.stdin is not None and probe.stderr is not None and probe.stdout is not None
+        probe.stdin.write((REPO / "bench" / "sandbox_bench_probe.py").read_text())
+        probe.stdin.close()
+        probe.stdin = None  # communicate() below must not flush it again
+        said = []
+        for line in probe.stderr:  # until the burst's sandboxes are all held
+            said.append(line)
+            if line.strip() == "held":
+                break
+        memory = held_memory(args.parallel, available_before)
+        run(["docker", "exec", server, "touch", RELEASE_FILE])
+        out, rest = probe.communicate(timeout=900)
         if probe.returncode != 0:
-            sys.exit(f"the in-container probe failed:\n{probe.stderr}")
-        return json.loads(probe.stdout), sandbox_image()
+            sys.exit(f"the in-container probe failed:\n{''.join(said)}{rest}")
+        return {**json.loads(out), "held_memory": memory}, sandbox_image()
     finally:
         run([*CLI, "down", "-p", PROJECT])
+
+
+def mem_available_mib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def held_memory(held: int, available_before_mib: float) -> dict:
+    """Memory per idle sandbox while the burst holds them: cgroup (docker stats) and whole machine."""
+    ids = run(["docker", "ps", "-q", "--filter", f"label=io.gym-compose.project={PROJECT}",
+               "--filter", "label=io.gym-compose.sandbox"]).stdout.split()
+    usage = run(["docker", "stats", "--no-stream", "--format", "{{.MemUsage}}", *ids]).stdout.split("\n") if ids else []
+    cgroup = [to_mib(line.split("/")[0]) for line in usage if line.strip()]
+    machine = (available_before_mib - mem_available_mib()) / held if held else 0.0
+    return {"sandboxes": len(ids), "cgroup_mib_mean": statistics.mean(cgroup) if cgroup else None,
+            "machine_mib_per_sandbox": machine}
+
+
+def to_mib(text: str) -> float:
+    number = float("".join(ch for ch in text if ch.isdigit() or ch == "."))
+    unit = text.strip().lstrip("0123456789.").strip().lower()
+    return number * {"b": 1 / 2**20, "kib": 1 / 1024, "mib": 1, "gib": 1024}.get(unit, 1)
 
 
 def sandbox_image() -> str:
@@ -127,6 +173,8 @@ def main() -> None:
     parser.add_argument("--execs", type=int, default=200)
     parser.add_argument("--leases", type=int, default=20)
     parser.add_argument("--parallel", type=int, default=16)
+    parser.add_argument("--max-live", type=int, default=0,
+                        help="the broker's max_live (sandboxes at once; default: derived from the machine)")
     parser.add_argument("--head-port", type=int, default=11790)
     parser.add_argument("--shell", default="sh", help="the baseline's exec shell (python_sandbox uses /bin/sh)")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
@@ -160,6 +208,16 @@ def main() -> None:
     per_s_ours, per_s_theirs = mine["burst_n"] / mine["burst_s"], theirs["burst_n"] / theirs["burst_s"]
     rows.append((f"sandboxes started per second ({args.parallel} at once)", f"{per_s_ours:.2f}/s",
                  f"{per_s_theirs:.2f}/s", f"{per_s_ours / per_s_theirs:.1f}x"))
+    leases = sorted(mine["burst_lease_s"])
+    p99 = leases[min(len(leases) - 1, int(0.99 * len(leases)))] * 1000 if leases else None
+    burst_quantiles = quantiles(leases, 1000) if leases else (None, None)
+    row(f"lease in the burst of {args.parallel}, p50", burst_quantiles[0], None, "ms")
+    row(f"lease in the burst of {args.parallel}, p95", burst_quantiles[1], None, "ms")
+    row(f"lease in the burst of {args.parallel}, p99", p99, None, "ms")
+    rows.append((f"failed leases in the burst of {args.parallel}", str(len(mine["burst_failures"])), "-", "-"))
+    held = mine["held_memory"]
+    row(f"memory per idle sandbox, cgroup ({held['sandboxes']} held)", held["cgroup_mib_mean"], None, "MiB")
+    row("memory per idle sandbox, whole machine", held["machine_mib_per_sandbox"], None, "MiB")
     widths = [max(len(r[i]) for r in rows + [("", "gym-compose", "NeMo Gym 0.7 way", "ratio")]) for i in range(4)]
     print(f"sandbox image {image}; {args.execs} execs, {args.leases} leases each way, {args.parallel} at once")
     for line in [("", "gym-compose", "NeMo Gym 0.7 way", "ratio"), *rows]:
@@ -167,6 +225,8 @@ def main() -> None:
     print(f"targets: exec p50 < {TARGETS['exec_p50_ms']:.0f} ms: {exec_ours[0] < TARGETS['exec_p50_ms']}; "
           f"warm lease p50 < {TARGETS['warm_lease_p50_ms']:.0f} ms: {warm[0] < TARGETS['warm_lease_p50_ms']}; "
           f"cold start p50 < {TARGETS['cold_start_p50_s']:.0f} s: {broker['start_s_p50'] < TARGETS['cold_start_p50_s']}")
+    for failure in mine["burst_failures"][:3]:
+        print(f"  a failed lease: {failure}")
     if args.json:
         args.json.write_text(json.dumps({"gym_compose": mine, "nemo_gym_way": theirs}, indent=1))
 

@@ -126,6 +126,7 @@ def main() -> None:
 
     for label, pick in (("lease of the agent's sandbox", lambda r: r["timings"]["lease_s"]),
                         ("agent steps (4 turns, 3 tools)", lambda r: r["agent_timings"]["agent_s"]),
+                        ("  of it: waiting on the model", lambda r: r["cost"]["model_wall_s"]),
                         ("verification", lambda r: r["agent_timings"]["verify_s"]),
                         ("  of it: fresh sandbox start", lambda r: r["timings"]["eval_sandbox_start_s"]),
                         ("  of it: tests (eval script)", lambda r: r["timings"]["tests_s"]),

@@ -2,6 +2,9 @@
 measures sandboxes the way a server uses them: through gym_compose.sandbox and the broker.
 
     python - N_EXEC N_LEASES N_PARALLEL   -> one JSON object on stdout
+
+While the burst's sandboxes are all leased it says `held` on stderr and keeps them until the host
+creates RELEASE_FILE (or HOLD_TIMEOUT_S pass): the host measures their memory meanwhile.
 """
 
 import asyncio
@@ -16,6 +19,8 @@ from gym_compose.sandbox.client import BROKER_ENV, TOKEN_FILE_ENV
 from gym_compose.sandbox.tokens import SERVER_HEADER
 
 COLD = SandboxSpec(resources={"memory_mib": 255})  # differs from the declared sandbox: never from the warm pool
+RELEASE_FILE = "/tmp/bench-release"
+HOLD_TIMEOUT_S = 120.0
 
 
 def stats() -> dict:
@@ -62,11 +67,18 @@ async def main(n_exec: int, n_leases: int, n_parallel: int) -> dict:
         assert result.return_code == 0, result
     await sandbox.stop()
     began = time.perf_counter()
-    burst = await asyncio.gather(*(timed_lease(COLD) for _ in range(n_parallel)))
+    outcomes = await asyncio.gather(*(timed_lease(COLD) for _ in range(n_parallel)), return_exceptions=True)
     burst_s = time.perf_counter() - began
+    burst = [outcome for outcome in outcomes if not isinstance(outcome, BaseException)]
+    failures = [repr(outcome)[:300] for outcome in outcomes if isinstance(outcome, BaseException)]
+    print("held", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + HOLD_TIMEOUT_S
+    while not os.path.exists(RELEASE_FILE) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
     await asyncio.gather(*(sandbox.stop() for _, sandbox in burst))
     return {"warm_lease_s": warm, "cold_lease_s": cold, "exec_s": execs, "burst_n": n_parallel,
-            "burst_s": burst_s, "broker": stats()}
+            "burst_s": burst_s, "burst_lease_s": [seconds for seconds, _ in burst], "burst_failures": failures,
+            "broker": stats()}
 
 
 print(json.dumps(asyncio.run(main(*(int(arg) for arg in sys.argv[1:4])))))

@@ -20,6 +20,8 @@ from gym_compose.contract import image_registry
 from gym_compose.plan.requirements import server_requirements
 
 EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
+# values that stand for "no key" (the built-in mock's policy_api_key, NeMo Gym's examples' EMPTY)
+PLACEHOLDER_KEYS = frozenset({"", "empty", "dummy", "none", "sk-test"})
 URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")  # after nemo-gym's own lines are dropped
 GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
                              re.IGNORECASE | re.MULTILINE)
@@ -204,7 +206,8 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
             sandboxed = True
             continue
         # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
-        if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value and "policy" not in path.split(".")[0] \
+        if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value.lower() not in PLACEHOLDER_KEYS \
+                and "policy" not in path.split(".")[0] \
                 and not path.startswith("policy_model") and "." in path:
             return f"needs an external service ({path})"
     if sandboxed and (cause := sandbox_reason(server_dir, config)):

@@ -258,12 +258,23 @@ def _take_resources(where: str, block: dict[str, Any], fields: dict[str, Any], n
     if resources.get("memory_mib") is not None:
         if block.get("memory") is not None:
             raise UserError(f"{where}: memory and resources.memory_mib both given; keep one")
-        fields["memory_bytes"] = int(resources["memory_mib"]) << 20
+        fields["memory_bytes"] = _whole_number(f"{where}.resources.memory_mib", resources["memory_mib"], "MiB") << 20
     if resources.get("gpu"):
         raise UserError(f"{where}.resources.gpu: gym-compose sandboxes have no GPUs")
     if resources.get("disk_gib") is not None:
         notices.append(f"notice: {where}.resources.disk_gib is not enforced (Docker has no per-container disk "
                        "limit on this storage driver)")
+
+
+def _whole_number(where: str, value: Any, unit: str) -> int:
+    """A count of `unit` (NeMo Gym reads these with int() too, so `512MB` fails there as well)."""
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return int(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{where} must be a whole number of {unit}, got {value!r}",
+                        hint=f"e.g. {where.rsplit('.', 1)[-1]}: 512 (or `memory: 512m` in sandbox_config)") from None
 
 
 def _check_provider_options(where: str, options: Any, notices: list[str]) -> None:

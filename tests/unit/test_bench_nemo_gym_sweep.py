@@ -135,3 +135,12 @@ def test_rows_pinning_images_by_digest_name_the_repository_and_a_local_proof(tmp
     why = sweep.exclusion(folder, config) or ""
     assert "a task image from docker.io" in why and "docker.io/jefzda/sweap-images@sha256:ab" in why
     assert "tests/e2e/test_nemo_gym_swe_servers.py" in why
+
+
+def test_a_placeholder_key_is_no_external_service_but_a_real_one_is(tmp_path):
+    folder = tmp_path / "cli_agent"
+    folder.mkdir()
+    config = {"cli_agent": {"responses_api_agents": {"cli_agent": {"openai_api_key": "EMPTY"}}}}
+    assert sweep.exclusion(folder, config) is None  # the built-in mock's policy_api_key
+    config["cli_agent"]["responses_api_agents"]["cli_agent"]["openai_api_key"] = "sk-live-123"
+    assert sweep.exclusion(folder, config) == "needs an external service (cli_agent.responses_api_agents.cli_agent.openai_api_key)"

@@ -140,3 +140,27 @@ def test_top_level_keys_a_judge_block_interpolates_are_no_typos(tmp_path):
                                            judge_model_name=None, polcy_base_url="x"))
     assert not any("'judge_base_url'" in w or "'judge_model_name'" in w for w in result.warnings)
     assert any("'polcy_base_url'" in w and "not a known setting" in w for w in result.warnings)  # a real typo
+
+
+def harness_config(tmp_path: Path) -> Path:
+    """An agent that hands its CLI the policy's name from NeMo Gym's env.yaml keys (cline_agent,
+    kilocode_agent ...), with no policy model of its own."""
+    config = {"harness_agent": {"responses_api_agents": {"cli_agent": {
+        "entrypoint": "app.py", "model": "${policy_model_name}",
+        "model_server": {"type": "responses_api_models", "name": "policy_model"}}}}}
+    path = tmp_path / "harness.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_with_the_built_in_mock_policy_model_name_names_it_and_what_the_user_gives_wins(tmp_path):
+    from gym_compose.server.models.mock_model import MOCK_MODEL_NAME
+
+    block = loaded(tmp_path, harness_config(tmp_path)).data["harness_agent"]["responses_api_agents"]["cli_agent"]
+    assert block["model"] == MOCK_MODEL_NAME  # the mock's name: what it answers as
+    given = loaded(tmp_path, harness_config(tmp_path), overrides=("++policy_model_name=mine",))
+    assert given.data["harness_agent"]["responses_api_agents"]["cli_agent"]["model"] == "mine"
+    (tmp_path / "env.yaml").write_text("policy_model_name: from-env\n")
+    from_env = loaded(tmp_path, harness_config(tmp_path)).data
+    assert from_env["harness_agent"]["responses_api_agents"]["cli_agent"]["model"] == "from-env"
+    assert "policy_api_key" not in from_env  # a key would be masked in manifests and asked again by reruns

@@ -130,6 +130,13 @@ def test_nemo_gym_sandbox_config_and_provider_block(roots):
     assert "provider_options (pull) are not used" in notices
 
 
+def test_a_memory_mib_with_a_unit_is_a_clear_error_naming_the_key(roots):
+    # terminus_2_sandboxed_agent.yaml of NeMo Gym 0.7 says `memory_mib: 512MB`
+    data = config({"image": "my/img:1", "resources": {"memory_mib": "512MB"}})
+    with pytest.raises(UserError, match=r"resources.memory_mib must be a whole number of MiB, got '512MB'"):
+        plan_stack(data, roots, StackOptions(project="p"))
+
+
 def test_gym_compose_provider_block_sets_broker_limits(roots):
     data = config(sandbox_provider="sandbox")
     data["sandbox"] = {"gym_compose": {"max_live": 8, "max_starting": 3, "max_snapshots": 5}}
