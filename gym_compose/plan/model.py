@@ -63,6 +63,7 @@ class Service:
     runtime: str = LEAN
     runtime_reason: str = "built-in implementation"
     siblings: tuple[str, ...] = ()  # other servers of its search root its code imports (server_type/name)
+    referenced_paths: tuple[str, ...] = ()  # files of its search root its config names (referenced_files.py)
     # requirement lines its image adds to the folder's own (an instance serving /mcp: MCP_REQUIREMENT)
     extra_requirements: tuple[str, ...] = ()
 

@@ -41,7 +41,8 @@ from gym_compose.contract import (
 from gym_compose.errors import UserError
 from gym_compose.plan.inference_servers import LOCAL_VLLM, VLLM_PORT, inference_base_url, local_vllm_server
 from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, StackOptions, session_key_secret
-from gym_compose.plan.runtime_choice import LEAN, NEMO_GYM, choose_runtime
+from gym_compose.plan.referenced_files import referenced_paths
+from gym_compose.plan.runtime_choice import LEAN, NEMO_GYM, RuntimeChoice, choose_runtime, search_root_of
 from gym_compose.plan.sandbox_names import declares_sandboxes
 from gym_compose.plan.service_spec import Limits, Overrides, read_docker_block
 
@@ -106,6 +107,7 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
                 runtime=choice.runtime,
                 runtime_reason=choice.reason,
                 siblings=choice.siblings,
+                referenced_paths=_referenced_paths(instance, source_dir, choice),
                 extra_requirements=(MCP_REQUIREMENT,) if mcp and choice.runtime == LEAN else (),
             )
         )
@@ -160,6 +162,17 @@ def plan_stack(data: dict[str, Any], roots: list[Path], options: StackOptions = 
         volumes=volumes,
         sandboxes=sandboxes,
     )
+
+
+def _referenced_paths(instance, source_dir: Path | None, choice: RuntimeChoice) -> tuple[str, ...]:
+    """What a NeMo Gym-runtime server's config names under its checkout (only that image has one)."""
+    if source_dir is None or choice.runtime != NEMO_GYM:
+        return ()
+    root = search_root_of(source_dir, instance.server_type)
+    if root is None:
+        return ()
+    own = source_dir.resolve().relative_to(root.resolve()).as_posix()
+    return referenced_paths(instance.spec, root, (own, *choice.siblings))
 
 
 def _writable_for_nemo_gym(overrides: Overrides, runtime: str) -> Overrides:

@@ -49,9 +49,9 @@ def _stack_images(stack: Stack, progress: Callable[[str], None], pinned: dict[st
             if runtime is None:  # the parent of every NeMo Gym server image: first, once
                 runtime = ensure_nemo_gym_runtime_image(base, progress=progress)
             source, server_type = service.source_dir.resolve(), _server_type(stack, service)
-            key: tuple = (source, NEMO_GYM, server_type, service.siblings)
+            key: tuple = (source, NEMO_GYM, server_type, service.siblings, service.referenced_paths)
             builds.setdefault(key, partial(ensure_nemo_gym_server_image, source, server_type, service.siblings,
-                                           runtime, progress=progress))
+                                           runtime, progress=progress, referenced=service.referenced_paths))
             service_builds[service.name] = key
         else:
             key = (service.source_dir.resolve(), LEAN, service.extra_requirements)

@@ -11,7 +11,7 @@ as for the lean base (docs/images.md, docs/nemo-gym-runtime.md).
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from gym_compose.contract import NEMO_GYM_SEARCH_ROOT
 from gym_compose.engine import docker_cli
@@ -89,14 +89,17 @@ def ensure_nemo_gym_runtime_image(base_tag: str, progress: Progress = print) -> 
 
 
 def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, siblings: tuple[str, ...],
-                                 runtime_tag: str, progress: Progress = print) -> str:
+                                 runtime_tag: str, progress: Progress = print,
+                                 referenced: tuple[str, ...] = ()) -> str:
     """Tag of `gym-compose/<name>-nemo-gym:<hash>`: the runtime, the server's requirements, and its
-    code (plus the sibling servers it imports, `server_type/name` under its search root)."""
+    code (plus the sibling servers it imports, `server_type/name` under its search root, and the
+    files and folders of that root its config names, plan/referenced_files.py)."""
     settings = ImageSettings.from_env()
     implementation_dir = Path(implementation_dir).resolve()
     root = implementation_dir.parent.parent
     folders = {f"{server_type}/{implementation_dir.name}": implementation_dir}
     folders.update({sibling: root / sibling for sibling in siblings})
+    folders.update({path: root / path for path in referenced if (root / path).is_dir()})
     requirements = server_requirements(implementation_dir)
     dockerfile = (SERVER_DOCKERFILE if requirements.strip() else CODE_ONLY_DOCKERFILE).read_text()
     offline = _runtime_is_offline(runtime_tag)
@@ -105,6 +108,12 @@ def ensure_nemo_gym_server_image(implementation_dir: Path, server_type: str, sib
     files: dict[str, list[Path]] = {}
     for target, folder in sorted(folders.items()):
         files[target] = tree_files(folder, skip=SERVER_SKIPPED)
+    for path in referenced:  # a single file: its folder in the image holds that file alone
+        if (root / path).is_file():
+            parent = PurePosixPath(path).parent.as_posix()
+            folders.setdefault(parent, root / parent)
+            files.setdefault(parent, []).append(Path(PurePosixPath(path).name))
+    for target, folder in sorted(folders.items()):
         digest.add_tree(target, folder, files[target])
     tag = f"{settings.image_prefix}/{image_name(implementation_dir.name)}-nemo-gym:{digest.hexdigest()}"
     if image_exists(tag):
