@@ -43,7 +43,8 @@ POLICY_KEYS = ("cpus", "pids", "workdir", "read_only", "network", "ttl_s", "time
 # fork_from_seed is the server's to act on (gym_compose/sandbox/seed_forks.py); the plan checks it
 OWN_KEYS = frozenset({*POLICY_KEYS, "image", "build", "memory", "workdir_size", "task_images", "fork_from_seed"})
 NEMO_KEYS = frozenset({"resources", "provider_options"})
-BROKER_KEYS = frozenset({"max_live", "max_starting", "idle_timeout_s", "max_snapshots", "image_cache_gib"})
+BROKER_KEYS = frozenset({"max_live", "max_starting", "idle_timeout_s", "max_snapshots", "image_cache_gib",
+                         "pull_stall_s"})
 REFUSED_PROVIDER_OPTIONS = ("volumes", "run_args", "mounts", "privileged", "devices", "network", "network_mode")
 
 
@@ -73,6 +74,7 @@ class BrokerOptions:
     idle_timeout_s: float = 3600.0
     max_snapshots: int = 64
     image_cache_gib: Optional[float] = None  # the budget of pulled task images (None: none, or derived at `up`)
+    pull_stall_s: float = 120.0  # a pull with no progress for this long is given up
     notices: tuple[str, ...] = field(default_factory=tuple)
     # references to a top-level block the config lacks: the plan adds `{name: {gym_compose: {}}}`
     default_blocks: tuple[str, ...] = ()
@@ -209,10 +211,16 @@ def broker_options(data: dict[str, Any], instances: list[ServerInstance]) -> Bro
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0):
         raise UserError(f"sandbox setting image_cache_gib must be a number of GiB above 0, got {budget!r}",
                         hint="the pulled task images kept on the engine at once (docs/swe.md#the-image-budget)")
+    stall = options.get("pull_stall_s", 120.0)
+    if isinstance(stall, bool) or not isinstance(stall, (int, float)) or stall < 5:
+        raise UserError(f"sandbox setting pull_stall_s must be a number of seconds of 5 or more, got {stall!r}",
+                        hint="how long a task image's pull may make no progress before it is given up "
+                             "(docs/swe.md#when-a-pull-fails)")
     return BrokerOptions(max_live=options.get("max_live"), max_starting=options.get("max_starting"),
                          idle_timeout_s=float(options.get("idle_timeout_s", 3600.0)),
                          max_snapshots=options.get("max_snapshots") or 64,
-                         image_cache_gib=float(budget) if budget is not None else None, notices=tuple(notices),
+                         image_cache_gib=float(budget) if budget is not None else None,
+                         pull_stall_s=float(stall), notices=tuple(notices),
                          default_blocks=tuple(default_blocks))
 
 

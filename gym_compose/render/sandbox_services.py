@@ -75,7 +75,7 @@ def broker_settings(stack: "Stack", images: dict[str, str], publishes_on_every_i
                           max_snapshots=plan.options.max_snapshots,
                           image_cache_bytes=(int(plan.options.image_cache_gib * (1 << 30))
                                              if plan.options.image_cache_gib is not None else None),
-                          **closed)
+                          pull_stall_s=plan.options.pull_stall_s, **closed)
 
 
 def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str], server_spec: dict[str, Any],

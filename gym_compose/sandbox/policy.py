@@ -106,6 +106,7 @@ class BrokerSettings(BaseModel):
     idle_timeout_s: float = 3600.0
     max_snapshots: int = 64  # sandbox snapshots at once (images on the engine's disk)
     image_cache_bytes: Optional[int] = None  # the pulled task images kept at once (None: no budget; image_cache.py)
+    pull_stall_s: float = 120.0  # a task image's pull with no progress for this long fails (docker_backend.py)
     # Swarm publishes ports on every interface of the node, which an egress sandbox reaches: before
     # such a sandbox is leased, a helper container of `netns_image` (the broker's own, with nft)
     # refuses these ports from inside it (launch.closed_ports_helper; docs/sandboxes.md).

@@ -222,7 +222,27 @@ def test_a_pull_the_registry_refuses_says_docker_login():
     assert "run `docker login 127.0.0.1:5000` on the host" in pull_failure(
         "127.0.0.1:5000/x:t", "no basic auth credentials", had_credentials=False)
     assert "refused the credentials" in pull_failure("127.0.0.1:5000/x:t", "unauthorized", had_credentials=True)
-    assert pull_failure("x:t", "manifest unknown", had_credentials=False) == "manifest unknown"
+    assert pull_failure("x:t", "i/o timeout", had_credentials=False) == "i/o timeout"  # no advice to give
+
+
+def test_a_pull_that_fails_otherwise_says_what_the_engines_words_mean_and_what_to_do():
+    def said(message: str) -> str:
+        return pull_failure("127.0.0.1:5000/x:t", message, had_credentials=False)
+
+    assert "does not match its digest" in said("filesystem layer verification failed for digest sha256:ab")
+    assert "lower the sandbox setting image_cache_gib" in said("write /var/lib/docker/x: no space left on device")
+    assert "--skip-missing-images" in said("manifest for 127.0.0.1:5000/x:t not found: manifest unknown")
+    assert "resuming the layers already on the engine" in said("unexpected EOF")
+    assert said("unexpected EOF").startswith("unexpected EOF (")  # the engine's words first
+
+
+def test_pull_stall_s_reaches_the_broker_and_nonsense_is_refused():
+    assert broker_settings(stack_of(loaded_pro()), {}).pull_stall_s == 120.0
+    setting = "++swebench_pro_resources_server.resources_servers.swebench_pro.sandbox_provider="
+    assert broker_settings(stack_of(loaded_pro(setting + "{gym_compose: {pull_stall_s: 30}}")), {}).pull_stall_s == 30
+    for bad in ("0", "true", "soon"):
+        with pytest.raises(UserError, match="pull_stall_s must be a number of seconds of 5 or more"):
+            stack_of(loaded_pro(setting + "{gym_compose: {pull_stall_s: %s}}" % bad))
 
 
 def test_the_broker_gets_a_credentials_secret_when_it_pulls(tmp_path):

@@ -73,7 +73,8 @@ def main() -> None:
     else:
         from gym_compose.sandbox.broker.registry_auth import load_registry_auth
 
-        docker = DockerBackend(registry_auth=load_registry_auth(secrets_dir / SANDBOX_REGISTRY_AUTH_SECRET))
+        docker = DockerBackend(registry_auth=load_registry_auth(secrets_dir / SANDBOX_REGISTRY_AUTH_SECRET),
+                               pull_stall_s=settings.pull_stall_s)
         if not os.access(docker.socket_path, os.R_OK | os.W_OK):
             sys.exit(f"sandbox broker: no access to the Docker socket {docker.socket_path} "
                      f"(uid {os.getuid()}, groups {os.getgroups()}); the compose file's group_add must name its group")

@@ -8,7 +8,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound
 from gym_compose.sandbox.broker.registry_auth import auth_for, pull_failure
@@ -19,16 +19,22 @@ DEFAULT_SOCKET = "/var/run/docker.sock"
 API_TIMEOUT_S = 120
 ATTACH_READ_LIMIT = 1 << 26
 PULL_PROGRESS_S = 15.0
+PULL_STALL_S = 120.0  # BrokerSettings.pull_stall_s
 
 
 class DockerBackend:
     """The `SandboxBackend` of the compose and swarm targets (backend.py)."""
 
     def __init__(self, socket_path: Optional[str] = None, workers: int = 8,
-                 registry_auth: Optional[dict[str, dict[str, str]]] = None):
+                 registry_auth: Optional[dict[str, dict[str, str]]] = None, pull_stall_s: float = PULL_STALL_S):
+        import requests  # the SDK's transport
+        import urllib3
+
         import docker  # only the broker image has the SDK
 
         self.registry_auth = registry_auth or {}
+        self.pull_stall_s = pull_stall_s
+        self._stream_errors = (requests.exceptions.RequestException, urllib3.exceptions.HTTPError)
 
         self.socket_path = socket_path or os.environ.get(SOCKET_ENV, DEFAULT_SOCKET)
         self._docker = docker
@@ -55,7 +61,9 @@ class DockerBackend:
         return True
 
     async def pull(self, image: str, progress: Callable[[str], None]) -> None:
-        """Pull `image` from its registry, calling `progress` with a line now and then."""
+        """Pull `image` from its registry, calling `progress` with a line now and then. A pull that
+        makes no progress for `pull_stall_s` (no event from the engine: no bytes, no step) is given
+        up; closing its stream makes the engine cancel it, and the next lease pulls it afresh."""
 
         credentials = auth_for(self.registry_auth, image)
 
@@ -63,8 +71,7 @@ class DockerBackend:
             layers: dict[str, tuple[int, int]] = {}
             last = time.monotonic()
             try:
-                events = self.api.pull(image, stream=True, decode=True, auth_config=credentials)
-                for event in events:
+                for event in self._pull_events(image, credentials):
                     if event.get("error"):
                         raise BackendError(pull_failure(image, str(event["error"]), credentials is not None))
                     detail = event.get("progressDetail") or {}
@@ -77,8 +84,34 @@ class DockerBackend:
                         progress(f"pulling {image}: {done / 1e9:.2f} of {total / 1e9:.2f} GB")
             except self._docker.errors.APIError as error:
                 raise BackendError(pull_failure(image, _explain(error), credentials is not None)) from None
+            except self._stream_errors as error:  # the SDK reads the stream through urllib3 itself
+                if "timed out" not in str(error).lower():
+                    raise BackendError(f"the engine's pull of {image} broke off: {error}") from None
+                done = sum(current for current, _ in layers.values())
+                raise BackendError(
+                    f"the pull of {image} made no progress for {self.pull_stall_s:g} s ({done / 1e6:.1f} MB "
+                    "received); the registry or the network to it hangs. Gave it up: the next lease pulls it again "
+                    "(the sandbox setting pull_stall_s sets how long a pull may stand still)") from None
 
         await self.call(run)
+
+    def _pull_events(self, image: str, credentials: Optional[dict[str, str]]) -> Iterator[dict[str, Any]]:
+        """The engine's pull events, as `APIClient.pull(stream=True, decode=True)` gives them but
+        with a read timeout: the SDK's own pull waits forever on a stream that stopped."""
+        auth = self._docker.auth
+        repository, tag = self._docker.utils.parse_repository_tag(image)
+        registry, _ = auth.resolve_repository_name(repository)
+        header = (auth.encode_header(credentials) if credentials is not None
+                  else auth.get_config_header(self.api, registry))
+        response = self.api._post(self.api._url("/images/create"),
+                                  params={"fromImage": repository, "tag": tag or "latest"},
+                                  headers={"X-Registry-Auth": header} if header else {},
+                                  stream=True, timeout=(API_TIMEOUT_S, self.pull_stall_s))
+        try:
+            self.api._raise_for_status(response)
+            yield from self.api._stream_helper(response, decode=True)
+        finally:
+            response.close()
 
     async def network_exists(self, name: str) -> bool:
         try:

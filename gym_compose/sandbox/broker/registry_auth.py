@@ -39,10 +39,29 @@ def auth_for(entries: dict[str, dict[str, str]], image: str) -> Optional[dict[st
     return entries.get(image_registry(image))
 
 
+# the engine's words for a pull's other known failures, and what to do about each
+PULL_CAUSES = (
+    ("verification failed", "a layer the registry sent does not match its digest: a corrupt blob in the registry "
+                            "or a proxy that rewrites what passes; push the image again or pull around the proxy"),
+    ("no space left on device", "the engine's disk is full: free space (docker system prune), or lower the sandbox "
+                                "setting image_cache_gib so fewer pulled images are kept"),
+    ("manifest unknown", "the registry has no such tag or digest: check the row's image name, or skip its rows "
+                         "(--skip-missing-images)"),
+    ("not found", "the registry has no such image: check the row's image name, or skip its rows "
+                  "(--skip-missing-images)"),
+    ("unexpected eof", "the connection to the registry broke off mid-layer and the engine's retries did not "
+                       "get through; the next lease pulls it again, resuming the layers already on the engine"),
+    ("connection refused", "nothing answers at the registry's address: is the registry up, and reachable from "
+                           "the engine's host?"),
+)
+
+
 def pull_failure(image: str, message: str, had_credentials: bool) -> str:
-    """The engine's pull error, with what to do when the registry wants credentials."""
-    if not any(word in message.lower() for word in DENIED):
-        return message
+    """The engine's pull error, with what to do about it (credentials, digests, disk, a lost registry)."""
+    lowered = message.lower()
+    if not any(word in lowered for word in DENIED):
+        cause = next((advice for words, advice in PULL_CAUSES if words in lowered), None)
+        return f"{message} ({cause})" if cause else message
     registry = image_registry(image)
     if had_credentials:
         return (f"{message} (registry {registry} refused the credentials of the host's `docker login "
