@@ -150,6 +150,10 @@ def _collect(loaded: LoadedConfig, stack: Stack, planned: PlannedRun, collection
         say(f"stack left running (--keep); stop it with `gym-compose down -p {stack.project}`")
     if missing:
         raise UserError(missing, hint=f"the collector's output is in {run_dir / COLLECTOR_LOG}", exit_code=1)
+    if outcome.exit_code == 1 and not outcome.stopped_for:
+        failures = ArtifactPaths(run_dir).failures
+        say(f"some rollouts failed: why is in {failures} (`gym-compose view {run_dir}`); once the cause is fixed, "
+            f"retry them with: {resume_command(sys.argv)}")
     if outcome.stopped_for:
         raise UserError(
             f"the run was stopped: {outcome.stopped_for}",

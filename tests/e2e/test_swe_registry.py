@@ -4,10 +4,12 @@ Pro's naming, `<registry>/<namespace>/sweap-images:<dockerhub_tag>` (one row by 
 engine does not have them; the run overrides nothing but `image_repository`. Each image is pulled
 when its first rollout leases it (the broker's pull lines), the oracle resolves every row, and a
 second run pulls nothing; a row whose image the registry lacks stops the run before anything starts,
-or, with --skip-missing-images, is left out. A registry behind basic auth (htpasswd): without `docker login` the
+or, with --skip-missing-images, is left out; a layer that fails its digest check (made so by
+tests/support/registry_proxy.py in front of the registry) fails only its image's rows, naming the
+cause, and `--resume` runs them once the registry serves it whole. A registry behind basic auth (htpasswd): without `docker login` the
 run stops before anything starts, naming the registry and `docker login`; after it, it runs.
 
-Each pushed image is the task image plus one layer unique to this test run, so that removing it
+Each pushed image is the task image plus one layer of its own (random bytes), so that removing it
 from the engine really removes it (the pull downloads that layer) while the task images the other
 tests build stay."""
 
@@ -24,6 +26,7 @@ import pytest
 from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import CLI, REPO, free_port, gym_compose, labelled, read_jsonl
 from tests.support.registry import LoopbackRegistry, docker_config_dir, start_registry
+from tests.support.registry_proxy import RegistryProxy
 
 # the first test builds the swebench_mini task images when no earlier module has (in file order this one
 # comes before test_swebench.py): minutes on a fresh 2-core machine
@@ -61,9 +64,10 @@ def push_unique(registry: LoopbackRegistry, task_images: dict[str, str], folder:
     """Push each task image plus a layer of its own as REGISTRY/swe/sweap-images:<task>, then remove
     it from the engine; returns task -> the pushed image's digest."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "token").write_text(uuid.uuid4().hex)
     digests = {}
     for task, local in task_images.items():
+        # random bytes, so the layer is each image's own and above the size registry_proxy.py touches
+        (folder / "token").write_bytes(os.urandom(256 << 10))
         name = f"{registry.address}/{NAMESPACE}:{task}"
         (folder / "Dockerfile").write_text(f"FROM {local}\nCOPY token /gym-compose-registry-test\n")
         ok(docker("build", "-q", "-t", name, str(folder), env=env))
@@ -75,7 +79,7 @@ def push_unique(registry: LoopbackRegistry, task_images: dict[str, str], folder:
     return digests
 
 
-def remove_pushed(registry: LoopbackRegistry) -> None:
+def remove_pushed(registry: LoopbackRegistry | RegistryProxy) -> None:
     """Remove what the runs pulled from the registry (by tag and by digest)."""
     listed = docker("images", "-q", f"{registry.address}/{NAMESPACE}").stdout.split()
     if listed:
@@ -103,7 +107,8 @@ def with_missing_row(rows: Path, target: Path) -> Path:
     return target
 
 
-def run_pro(cwd: Path, project: str, rows: Path, registry: LoopbackRegistry, *extra: str, env: dict | None = None,
+def run_pro(cwd: Path, project: str, rows: Path, registry: LoopbackRegistry | RegistryProxy, *extra: str,
+            env: dict | None = None,
             ) -> tuple[subprocess.CompletedProcess, Path]:
     results = cwd / "results"
     before = set(results.glob("*"))
@@ -168,6 +173,48 @@ def test_swebench_pro_pulls_each_image_from_a_plain_http_registry_once(task_imag
     finally:
         registry.stop()
         remove_pushed(registry)
+
+
+def test_a_layer_failing_its_digest_check_fails_only_its_rows_naming_why_and_resume_runs_them(task_images,
+                                                                                               tmp_path):
+    registry = start_registry(tmp_path / "registry")
+    try:
+        with RegistryProxy(registry.address) as proxy:
+            digests = push_unique(registry, task_images, tmp_path / "image")
+            rows = rows_file(tmp_path / "rows.jsonl", digests)
+            layers = {task: set(proxy.layers(NAMESPACE, task)) for task in TASKS}
+            broken = TASKS[1]
+            own = layers[broken] - set().union(*(layers[task] for task in TASKS if task != broken))
+            assert own, layers
+            proxy.set("corrupt", only=tuple(sorted(own)))
+            project = f"{PROJECT_PREFIX}-swedigest-{os.getpid()}"
+
+            first, run_dir = run_pro(tmp_path, project, rows, proxy)
+            assert first.returncode == 1, first.stderr[-4000:]
+            assert proxy.applied and {digest for _, digest in proxy.applied} <= own, proxy.applied
+            scored = read_jsonl(run_dir / "rollouts.jsonl")
+            assert sorted(row["dockerhub_tag"] for row in scored) == sorted(set(TASKS) - {broken})
+            assert all(row["reward"] == 1.0 for row in scored)
+            (failure,) = read_jsonl(run_dir / "rollouts_failures.jsonl")
+            said = json.dumps(failure)
+            assert f"{proxy.address}/{NAMESPACE}:{broken}" in said and "verification failed" in said, said[-2000:]
+            assert "does not match its digest" in said
+            assert "some rollouts failed" in first.stderr and "--resume" in first.stderr
+
+            proxy.set("pass")  # the blob pushed again, say
+            resumed = subprocess.run(
+                [*CLI, "up", "--benchmark", "swebench_pro", "-p", project, "--head-port", str(free_port()),
+                 "--input", str(rows), "--results-dir", str(tmp_path / "results"),
+                 f"++{REPOSITORY_KEY}={proxy.address}/{NAMESPACE}", "--resume"],
+                cwd=tmp_path, capture_output=True, text=True, timeout=1500)
+            assert resumed.returncode == 0, resumed.stderr[-4000:]
+            finished = read_jsonl(run_dir / "rollouts.jsonl")
+            assert sorted(row["dockerhub_tag"] for row in finished) == sorted(TASKS)  # each row once
+            assert all(row["reward"] == 1.0 for row in finished)
+            assert labelled("container", project) == []
+            remove_pushed(proxy)
+    finally:
+        registry.stop()
 
 
 def test_an_image_budget_below_the_runs_images_removes_each_once_its_rows_are_done(task_images, tmp_path):
