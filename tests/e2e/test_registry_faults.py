@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import uuid
 
 import pytest
 
@@ -102,26 +103,38 @@ def opened_pool(project: str, sandbox_image: str, image: str):
     return SandboxPool(DockerBackend(pull_stall_s=STALL_S), BrokerSettings(project=project, servers={"s": policy}))
 
 
-def test_a_pull_that_hangs_mid_layer_is_given_up_and_the_next_lease_pulls_again(fresh, tmp_path):
+def failed_then_leased(name: str, fresh, between) -> tuple[str, object, str]:
+    """Lease the image once in a fresh pool (it must fail to start), call `between()` (the registry
+    is then set to pass everything), lease it again: (the failure, what `between` said, the marker read)."""
     from gym_compose.sandbox.broker.broker_errors import StartFailed
 
-    proxy, image, layer, marker, sandbox_image = fresh
-    proxy.set("stall", only=(layer,))
+    proxy, image, _, _, sandbox_image = fresh
 
     async def scenario():
-        pool = opened_pool(f"{PROJECT_PREFIX}-stall-{tmp_path.name[-6:]}".lower(), sandbox_image, image)
+        pool = opened_pool(f"{PROJECT_PREFIX}-{name}-{uuid.uuid4().hex[:6]}", sandbox_image, image)
         await pool.open()
         try:
             with pytest.raises(StartFailed) as failed:
                 await lease_marker(pool, image)
-            held = proxy.stalled.is_set()
-            proxy.release()  # the registry answers again
+            said = between()
             proxy.set("pass")
-            return str(failed.value), held, await lease_marker(pool, image)
+            return str(failed.value), said, await lease_marker(pool, image)
         finally:
             await pool.close()
 
-    message, held, after = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_a_pull_that_hangs_mid_layer_is_given_up_and_the_next_lease_pulls_again(fresh):
+    proxy, image, layer, marker, _ = fresh
+    proxy.set("stall", only=(layer,))
+
+    def registry_answers_again() -> bool:
+        held = proxy.stalled.is_set()
+        proxy.release()
+        return held
+
+    message, held, after = failed_then_leased("stall", fresh, registry_answers_again)
     assert held, "the proxy never held the layer: the fault did not land mid-pull"
     assert f"the pull of {image} made no progress for {STALL_S:g} s" in message, message
     assert "pull_stall_s" in message
@@ -145,25 +158,14 @@ def test_a_connection_cut_mid_layer_is_resumed_by_the_engine_and_the_lease_start
     assert proxy.applied == [("cut_once", layer)], "the connection was never cut"
 
 
-def test_a_layer_that_does_not_match_its_digest_fails_the_lease_naming_the_check(fresh, tmp_path):
-    from gym_compose.sandbox.broker.broker_errors import StartFailed
-
-    proxy, image, layer, marker, sandbox_image = fresh
+def test_a_layer_that_does_not_match_its_digest_fails_the_lease_naming_the_check(fresh):
+    proxy, image, layer, marker, _ = fresh
     proxy.set("corrupt", only=(layer,))
 
-    async def scenario():
-        pool = opened_pool(f"{PROJECT_PREFIX}-digest-{tmp_path.name[-6:]}".lower(), sandbox_image, image)
-        await pool.open()
-        try:
-            with pytest.raises(StartFailed) as failed:
-                await lease_marker(pool, image)
-            absent = docker("image", "inspect", image).returncode != 0
-            proxy.set("pass")  # the registry's blob pushed again, say
-            return str(failed.value), absent, await lease_marker(pool, image)
-        finally:
-            await pool.close()
+    def image_absent() -> bool:  # then the registry's blob is pushed again, say
+        return docker("image", "inspect", image).returncode != 0
 
-    message, absent, after = asyncio.run(scenario())
+    message, absent, after = failed_then_leased("digest", fresh, image_absent)
     assert f"cannot pull image '{image}'" in message and "verification failed" in message, message
     assert "does not match its digest" in message
     assert absent, "a failed pull left the image on the engine"
