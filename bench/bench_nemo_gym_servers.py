@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.bench_nemo_gym_servers --limit 20        # the first 20 of them (alphabetical)
     .venv/bin/python -m bench.bench_nemo_gym_servers --only wordle mcqa
     .venv/bin/python -m bench.bench_nemo_gym_servers --report FILE...  # reprint the table of earlier sweeps
+    .venv/bin/python -m bench.bench_nemo_gym_servers --plan            # which would run, which not and why
 
 The released nemo-gym 0.7.0 wheel (downloaded once, unpacked under ~/.cache/gym-compose) is the
 `--search-dir`, as a user points gym-compose at a NeMo Gym checkout. For each resources server the
@@ -180,6 +181,19 @@ def print_table(results: list[dict[str, Any]]) -> None:
     print_listed("notes", ran, "server", "note")
     print_listed("excluded", results, "server", "excluded", counted=True)
 
+def print_plan(tree: Path, servers: list[Path]) -> int:
+    """Each server's fate, decided as a sweep decides it before starting anything."""
+    runs = 0
+    for server in servers:
+        with tempfile.TemporaryDirectory() as scratch:
+            config, runtime, error = resolve(tree, selector(server) or server.name, Path(scratch))
+        why = exclusion(server, config, error) or (f"does not resolve: {error}" if config is None else None)
+        runs += why is None
+        print(f"{server.name}: {'excluded: ' + why if why else 'runs (' + (runtime or '?') + ')'}", flush=True)
+    print(f"\n{len(servers)} servers: {runs} would run, {len(servers) - runs} excluded")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nemo-gym", type=Path, help="an unpacked nemo-gym tree (default: the 0.7.0 wheel, cached)")
@@ -192,6 +206,9 @@ def main() -> int:
     parser.add_argument("--report", type=Path, nargs="+",
                         help="print the table of earlier sweeps' results files and stop (a later file's result "
                              "for a server replaces an earlier one: a re-run batch over a full sweep)")
+    parser.add_argument("--plan", action="store_true",
+                        help="resolve each server's config and print whether it would run or why it is excluded; "
+                             "start nothing")
     options = parser.parse_args()
     if options.report:
         print_table(latest_results(options.report, "server"))
@@ -204,6 +221,8 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results_file = options.results or Path(tempfile.gettempdir()) / f"nemo-gym-sweep-{stamp}.jsonl"
     print(f"sweeping {len(servers)} resources servers of {tree}; results appended to {results_file}", file=sys.stderr)
+    if options.plan:
+        return print_plan(tree, servers)
     results: list[dict[str, Any]] = []
     started = 0
 

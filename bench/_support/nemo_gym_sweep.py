@@ -13,10 +13,12 @@ import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import yaml
 
 from gym_compose.contract import image_registry
+from gym_compose.plan.planner import service_name
 from gym_compose.plan.requirements import server_requirements
 
 EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
@@ -91,6 +93,8 @@ NEEDS_CREDENTIALS = {
 NEEDS_DATA = {
     "scicode": "SciCode's test_data.h5 staged and test_data_fpath set (null in scicode.yaml; verify raises "
                "\"test_data_fpath is not configured\", so every rollout fails)",
+    "indian_banking": "data/db.json and data/kb.json from the Hugging Face dataset NPCI/nemo-gym-indian-banking, "
+                      "which the package lacks (every rollout fails without them)",
     "wordle": "data/guesses.txt, which the package lacks: generate_data.py makes it from word lists it downloads "
               "from GitHub (ENABLE, SCOWL); /reset answers 500 FileNotFoundError without it",
 }
@@ -206,6 +210,8 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
             sandboxed = True
             continue
         # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
+        if in_stack(value, config) or key_of_an_in_stack_endpoint(path, config):
+            continue  # the mock's own address (policy_base_url with the built-in mock) and its key
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value.lower() not in PLACEHOLDER_KEYS \
                 and "policy" not in path.split(".")[0] \
                 and not path.startswith("policy_model") and "." in path:
@@ -220,6 +226,25 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     if fetched:
         return f"needs the internet at build time ({', '.join(fetched)} from git/URL in [tool.uv.sources])"
     return None
+
+
+def in_stack(value: Any, config: dict[str, Any]) -> bool:
+    """`value` is a URL of one of the stack's own services (`http://policy-model:8000/v1`)."""
+    if not isinstance(value, str) or not value.startswith("http://"):
+        return False
+    services = {service_name(key) for key, block in config.items() if isinstance(block, dict)}
+    return urlparse(value).hostname in services
+
+
+def key_of_an_in_stack_endpoint(path: str, config: dict[str, Any]) -> bool:
+    """`a.b.judge_api_key` (shown masked, so unknown) beside an `a.b.judge_base_url` of the stack's own."""
+    parent, _, leaf = path.rpartition(".")
+    if not leaf.endswith("api_key"):
+        return False
+    node: Any = config
+    for key in parent.split(".") if parent else []:
+        node = node.get(key) if isinstance(node, dict) else None
+    return isinstance(node, dict) and in_stack(node.get(leaf[:-len("api_key")] + "base_url"), config)
 
 
 def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str | None:

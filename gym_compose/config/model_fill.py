@@ -8,7 +8,8 @@ Run on the merged config, after `???` values were refused and before interpolati
   an `openai_model` block;
 - a model instance a server refers to (`{type: responses_api_models, name: X}`: a judge, a reward
   model, a user simulator) that no config defines, or whose endpoint is unset (its `*base_url` is
-  null, empty, or interpolates a key nobody set, as NeMo Gym's judge blocks read
+  null, empty, not an http(s) URL (a placeholder such as `MISSING`), or interpolates a key nobody
+  set, as NeMo Gym's judge blocks read
   `${judge_base_url}` from env.yaml), is served by the built-in mock model (mode `plain`: a fixed
   answer, never a tool call), with one notice each saying how to point it at a real model.
 
@@ -171,9 +172,12 @@ def _unset_endpoint(block: Any) -> Optional[str]:
             value = block[key]
         except (InterpolationKeyError, InterpolationResolutionError):
             return f"{key}: {expression} is not set"
+        shown = f" ({expression})" if isinstance(expression, str) and "${" in expression else ""
         if value is None or value == "" or value == []:
-            return f"{key} is {'empty' if value is not None else 'null'}" + (
-                f" ({expression})" if isinstance(expression, str) and "${" in expression else "")
+            return f"{key} is {'empty' if value is not None else 'null'}{shown}"
+        # a placeholder no client can call (arena_judge's `${oc.env:ARENA_JUDGE_BASE_URL,MISSING}`)
+        if isinstance(value, str) and not value.startswith(("http://", "https://")):
+            return f"{key} is {value!r}, not an http(s) URL{shown}"
     return None
 
 

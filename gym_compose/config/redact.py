@@ -7,6 +7,9 @@ from collections.abc import Collection
 from typing import Any
 
 MASK = "****"
+# What a config writes for "no key" (vLLM's `--api-key EMPTY` convention, the mock's policy_api_key):
+# no secret, so kept as it is and not asked for again by `eval rerun`.
+PLACEHOLDER_SECRETS = frozenset({"EMPTY", "dummy"})
 # api_key, token, secret, password as words of a key name (hf_token, client_secret, API-KEY,
 # Authorization), but not counters that merely contain them (max_output_tokens, tokenizer).
 _SECRET_KEY = re.compile(
@@ -45,7 +48,7 @@ class _Redactor:
         if value is None:
             return None
         # a flag is no secret (return_token_id_information), but one the host's environment set is its value
-        if from_host or (secret and not isinstance(value, bool)):
+        if from_host or (secret and not isinstance(value, bool) and value not in PLACEHOLDER_SECRETS):
             return MASK
         return value
 

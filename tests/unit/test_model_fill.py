@@ -163,4 +163,38 @@ def test_with_the_built_in_mock_policy_model_name_names_it_and_what_the_user_giv
     (tmp_path / "env.yaml").write_text("policy_model_name: from-env\n")
     from_env = loaded(tmp_path, harness_config(tmp_path)).data
     assert from_env["harness_agent"]["responses_api_agents"]["cli_agent"]["model"] == "from-env"
-    assert "policy_api_key" not in from_env  # a key would be masked in manifests and asked again by reruns
+    # vLLM's no-key placeholder: no secret, so a manifest keeps it and `eval rerun` does not ask for it
+    assert from_env["policy_api_key"] == "EMPTY" and redact(from_env)["policy_api_key"] == "EMPTY"
+
+
+def test_with_the_built_in_mock_policy_base_url_is_its_address_inside_the_stack(tmp_path):
+    """verifif's judge reads ${policy_base_url} and ${policy_api_key}: with the mock, its service."""
+    from gym_compose.contract import SERVER_PORT
+    from gym_compose.plan.planner import service_name
+
+    judged = {"verifif": {"resources_servers": {"verifif": {
+        "entrypoint": "app.py", "domain": "instruction_following", "judge_base_url": "${policy_base_url}",
+        "judge_api_key": "${policy_api_key}", "judge_model": "${policy_model_name}"}}}}
+    path = tmp_path / "verifif.yaml"
+    path.write_text(yaml.safe_dump(judged))
+    block = loaded(tmp_path, path).data["verifif"]["resources_servers"]["verifif"]
+    assert block["judge_base_url"] == f"http://{service_name('policy_model', 'p' * 40)}:{SERVER_PORT}/v1"
+    assert block["judge_api_key"] == "EMPTY"
+    given = loaded(tmp_path, path, overrides=("++policy_base_url=http://vllm.example:8000/v1",)).data
+    assert given["verifif"]["resources_servers"]["verifif"]["judge_base_url"] == "http://vllm.example:8000/v1"
+
+
+def test_a_judge_whose_endpoint_is_a_placeholder_is_served_by_the_mock(tmp_path, monkeypatch):
+    """arena_judge's judge reads `${oc.env:ARENA_JUDGE_BASE_URL,MISSING}`: unset, it is the word MISSING."""
+    monkeypatch.delenv("ARENA_JUDGE_BASE_URL", raising=False)
+    judge = {"responses_api_models": {"openai_model": {
+        "entrypoint": "app.py", "openai_base_url": "${oc.env:ARENA_JUDGE_BASE_URL,MISSING}",
+        "openai_api_key": "${oc.env:ARENA_JUDGE_API_KEY,MISSING}", "openai_model": "judge"}}}
+    result = loaded(tmp_path, judge_config(tmp_path, judge))
+    assert list(result.data["judge_model"]["responses_api_models"]) == ["mock_model"]
+    (notice,) = mock_notices(result.warnings)
+    assert "openai_base_url is 'MISSING', not an http(s) URL" in notice
+
+    monkeypatch.setenv("ARENA_JUDGE_BASE_URL", "https://judge.example/v1")  # set, it is the endpoint
+    result = loaded(tmp_path, judge_config(tmp_path, judge))
+    assert list(result.data["judge_model"]["responses_api_models"]) == ["openai_model"]
