@@ -1,9 +1,13 @@
 """Shared test set-up: markers decide which tests need loopback servers or Docker; under CI
 nothing skips."""
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -24,19 +28,85 @@ def _docker_compose_available() -> bool:
     return True
 
 
-# Under pytest-xdist (pyproject's addopts: two workers) every Docker test runs in one lane, one
-# worker running them in file order, while the unit and protocol tests fill the other worker. One
-# lane, not two: the Docker tests share one engine, and those that change it (swarm mode and further
-# engines, removed images, a registry on loopback) break what another test runs meanwhile (a second
-# lane's stack lost its service names while the swarm-nodes test ran: "Name or service not known").
-ENGINE_LANE = pytest.mark.xdist_group("docker-engine")
+# Under pytest-xdist (pyproject's addopts: three workers) the Docker tests run in two lanes, each a
+# worker running its modules in file order, while the unit and protocol tests fill the third. A
+# module stays whole in its lane (its module fixtures: a stack, a registry). Two lanes share one
+# engine, so the modules that change the engine itself (ENGINE_EXCLUSIVE: swarm mode, further
+# engines in network namespaces) run while no other Docker module does: a second lane's stack lost
+# its service names while the swarm-nodes test ran ("Name or service not known"). That is a
+# readers-writer lock on a file (`engine_turn`), taken per module outside the test's timeout.
+# The second lane holds the modules that run NeMo Gym-runtime servers (BUILDS_NEMO_GYM_RUNTIME: they
+# share the runtime image, whose build is the longest), the first one the rest: about 33 and 30
+# minutes of a serial run each on a fresh engine (docs/development.md).
+FIRST_LANE = pytest.mark.xdist_group("docker-1")
+SECOND_LANE = pytest.mark.xdist_group("docker-2")
+SECOND_LANE_MODULES = frozenset({
+    "test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_compat", "test_nemo_gym_runtime",
+    "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers", "test_nemo_gym_sweep",
+})
+ENGINE_EXCLUSIVE = frozenset({"test_swarm", "test_swarm_nodes"})
+
+
+def _module_name(item) -> str:
+    return Path(str(item.fspath)).stem
 
 
 def pytest_itemcollected(item):
     """Each Docker test's lane, as it is collected: before any pytest_collection_modifyitems (xdist's
     reads the groups there, in an order no hookimpl option pins against a conftest's)."""
     if "docker" in item.keywords:
-        item.add_marker(ENGINE_LANE)
+        item.add_marker(SECOND_LANE if _module_name(item) in SECOND_LANE_MODULES else FIRST_LANE)
+
+
+class EngineTurn:
+    """A readers-writer lock between the pytest processes of one checkout: shared for a Docker
+    module, exclusive for an ENGINE_EXCLUSIVE one. A turnstile (taken first, held by a waiting
+    writer) keeps the other lane from starting module after module while a writer waits."""
+
+    def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.turnstile = open(folder / "turnstile.lock", "w")  # held across hooks
+        self.engine = open(folder / "engine.lock", "w")
+        self.held: str | None = None  # the module holding it
+
+    def take(self, module: str, exclusive: bool) -> None:
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.engine, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        self.held = module
+
+    def give_back(self) -> None:
+        fcntl.flock(self.engine, fcntl.LOCK_UN)
+        self.held = None
+
+
+_ENGINE_TURN: list[EngineTurn] = []
+
+
+def _engine_turn(config) -> EngineTurn:
+    if not _ENGINE_TURN:
+        checkout = hashlib.sha256(str(config.rootpath).encode()).hexdigest()[:12]
+        _ENGINE_TURN.append(EngineTurn(Path(tempfile.gettempdir()) / f"gym-compose-tests-{checkout}"))
+    return _ENGINE_TURN[0]
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A Docker module's turn on the engine, from its first test's set-up to its last one's
+    teardown (its module fixtures included); outside pytest-timeout's clock, so a wait for the
+    other lane is no test's time."""
+    docker = "docker" in item.keywords
+    if docker:
+        turn, module = _engine_turn(item.config), str(item.fspath)
+        if turn.held != module:
+            if turn.held is not None:
+                turn.give_back()
+            turn.take(module, exclusive=_module_name(item) in ENGINE_EXCLUSIVE)
+    yield
+    if docker and (nextitem is None or str(nextitem.fspath) != str(item.fspath)):
+        _engine_turn(item.config).give_back()
 
 
 def pytest_collection_modifyitems(config, items):

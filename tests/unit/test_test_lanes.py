@@ -1,7 +1,9 @@
-"""The suite's lane (tests/conftest.py): under pytest-xdist every Docker test runs in one worker,
-so two of them never run at once. Checked on a small suite of its own, because a
-pytest or pytest-xdist upgrade can silently drop the groups (pytest 9.2 did)."""
+"""The suite's lanes (tests/conftest.py): under pytest-xdist the Docker tests run in two lanes, each
+in one worker of its own, and a module that changes the engine itself runs while no other Docker
+module does. Checked on a small suite of its own, because a pytest or pytest-xdist upgrade can
+silently drop the groups (pytest 9.2 did)."""
 
+import json
 import os
 import re
 import shutil
@@ -19,23 +21,71 @@ pytestmark = pytest.mark.docker
 def test_one(n):
     pass
 '''
-REPORTED = re.compile(r"\[(gw\d+)\] (?:\[ *\d+%\] )?(?:PASSED|SKIPPED) (\S+?)::test_one\[\d\]@(\S+)")
+# Each test of the two modules waits (3 s at most) for the other module to have started, then
+# records when it ran: two lanes with no engine lock always overlap; with it, they never do.
+MEETS = '''
+import json, os, time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.docker
+HERE = Path(os.environ["LANES_RECORD"])
+
+def test_meet():
+    (HERE / "{name}.started").write_text("")
+    deadline = time.monotonic() + 3
+    while not (HERE / "{other}.started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    began = time.monotonic()
+    time.sleep(0.3)
+    with open(HERE / "spans.jsonl", "a") as out:
+        out.write(json.dumps({{"module": "{name}", "began": began, "ended": time.monotonic()}}) + "\\n")
+'''
+REPORTED = re.compile(r"\[(gw\d+)\] (?:\[ *\d+%\] )?(?:PASSED|SKIPPED) (\S+?)::test_\w+(?:\[\d\])?@(\S+)")
 
 
-def test_every_docker_test_runs_in_one_worker(tmp_path):
-    shutil.copyfile(CONFTEST, tmp_path / "conftest.py")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    docker: needs Docker\n")
-    for module in ("test_stack.py", "test_swarm.py", "test_nemo_gym_runtime.py", "test_mcp.py"):
-        (tmp_path / module).write_text(TESTS)
+def run_suite(folder: Path, modules: dict[str, str]) -> subprocess.CompletedProcess:
+    shutil.copyfile(CONFTEST, folder / "conftest.py")
+    (folder / "pytest.ini").write_text("[pytest]\nmarkers =\n    docker: needs Docker\n")
+    for module, text in modules.items():
+        (folder / module).write_text(text)
     env = {key: value for key, value in os.environ.items() if key != "CI"}
+    env["LANES_RECORD"] = str(folder)
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-n", "3",
-                           "--dist", "loadgroup", str(tmp_path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                           "--dist", "loadgroup", str(folder)],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return done
+
+
+def test_the_docker_tests_run_in_two_lanes_each_in_one_worker(tmp_path):
+    modules = ("test_stack.py", "test_swarm.py", "test_nemo_gym_runtime.py", "test_mcp.py")
+    done = run_suite(tmp_path, {module: TESTS for module in modules})
     reported = REPORTED.findall(done.stdout)
     assert len(reported) == 16, done.stdout[-3000:]
     workers: dict[str, set[str]] = {}
-    for worker, _module, lane in reported:
+    lanes: dict[str, set[str]] = {}
+    for worker, module, lane in reported:
         workers.setdefault(lane, set()).add(worker)
-    assert set(workers) == {"docker-engine"}
-    assert len(workers["docker-engine"]) == 1, workers
+        lanes.setdefault(lane, set()).add(module)
+    assert lanes == {"docker-1": {"test_stack.py", "test_swarm.py"},
+                     "docker-2": {"test_nemo_gym_runtime.py", "test_mcp.py"}}, lanes
+    assert all(len(held) == 1 for held in workers.values()), workers
+    assert workers["docker-1"] != workers["docker-2"], workers  # the two lanes run at once
+
+
+def test_the_second_lane_is_the_modules_that_build_the_nemo_gym_runtime():
+    from tests.conftest import SECOND_LANE_MODULES
+
+    e2e = CONFTEST.parent / "e2e"
+    users = {path.stem for path in e2e.glob("test_*.py") if "BUILDS_NEMO_GYM_RUNTIME]" in path.read_text()}
+    assert users == SECOND_LANE_MODULES
+
+
+def test_a_module_that_changes_the_engine_runs_while_no_other_docker_module_does(tmp_path):
+    run_suite(tmp_path, {"test_swarm.py": MEETS.format(name="test_swarm", other="test_mcp"),
+                         "test_mcp.py": MEETS.format(name="test_mcp", other="test_swarm")})
+    spans = {span["module"]: span for span in map(json.loads, (tmp_path / "spans.jsonl").read_text().splitlines())}
+    swarm, other = spans["test_swarm"], spans["test_mcp"]
+    assert swarm["ended"] <= other["began"] or other["ended"] <= swarm["began"], spans
