@@ -22,6 +22,8 @@ from gym_compose.plan.planner import service_name
 from gym_compose.plan.requirements import server_requirements
 
 EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
+# NeMo Gym's server metadata, not an endpoint the server calls (code_gen's wandb run of its `verified` check)
+METADATA_KEYS = frozenset({"verified_url"})
 # values that stand for "no key" (the built-in mock's policy_api_key, NeMo Gym's examples' EMPTY)
 PLACEHOLDER_KEYS = frozenset({"", "empty", "dummy", "none", "sk-test"})
 URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")  # after nemo-gym's own lines are dropped
@@ -210,8 +212,8 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
             sandboxed = True
             continue
         # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
-        if in_stack(value, config) or key_of_an_in_stack_endpoint(path, config):
-            continue  # the mock's own address (policy_base_url with the built-in mock) and its key
+        if leaf in METADATA_KEYS or in_stack(value, config) or key_of_an_in_stack_endpoint(path, config):
+            continue  # metadata; the mock's own address (policy_base_url with the built-in mock) and its key
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value.lower() not in PLACEHOLDER_KEYS \
                 and "policy" not in path.split(".")[0] \
                 and not path.startswith("policy_model") and "." in path:
