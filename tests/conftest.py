@@ -35,14 +35,16 @@ def _docker_compose_available() -> bool:
 # engines in network namespaces) run while no other Docker module does: a second lane's stack lost
 # its service names while the swarm-nodes test ran ("Name or service not known"). That is a
 # readers-writer lock on a file (`engine_turn`), taken per module outside the test's timeout.
-# The second lane holds the modules that run NeMo Gym-runtime servers (BUILDS_NEMO_GYM_RUNTIME: they
-# share the runtime image, whose build is the longest), the first one the rest: about 33 and 30
-# minutes of a serial run each on a fresh engine (docs/development.md).
+# The second lane holds most of the modules that run NeMo Gym-runtime servers (BUILDS_NEMO_GYM_RUNTIME:
+# they share the runtime image, whose build its first module pays), the first one the rest and, for
+# balance, test_nemo_gym_compat (late in its file order: the image is built by then). The
+# ENGINE_EXCLUSIVE modules run last, when the other lane is done: on a fresh engine here, about 33
+# minutes of serial run per lane and 5 for them (docs/development.md).
 FIRST_LANE = pytest.mark.xdist_group("docker-1")
 SECOND_LANE = pytest.mark.xdist_group("docker-2")
 SECOND_LANE_MODULES = frozenset({
-    "test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_compat", "test_nemo_gym_runtime",
-    "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers", "test_nemo_gym_sweep",
+    "test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_runtime", "test_nemo_gym_sandboxes",
+    "test_nemo_gym_swe_servers", "test_nemo_gym_sweep",
 })
 ENGINE_EXCLUSIVE = frozenset({"test_swarm", "test_swarm_nodes"})
 
@@ -110,6 +112,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: _module_name(item) in ENGINE_EXCLUSIVE)  # last; stable: file order otherwise
     docker_items = [item for item in items if "docker" in item.keywords]
     if not docker_items or _docker_compose_available():
         return
