@@ -95,14 +95,20 @@ NEEDS_CREDENTIALS = {
 NEEDS_DATA = {
     "scicode": "SciCode's test_data.h5 staged and test_data_fpath set (null in scicode.yaml; verify raises "
                "\"test_data_fpath is not configured\", so every rollout fails)",
+    "gdp_pdf": "its rows' source documents (data/test_media/documents/<id>/manifest.json and pages), which the "
+               "package does not ship: NeMo Gym's `gym eval prepare --benchmark gdp_pdf` fetches and renders them "
+               "(gdp_pdf_agent raises FileNotFoundError for each row without them)",
     "indian_banking": "data/db.json and data/kb.json from the Hugging Face dataset NPCI/nemo-gym-indian-banking, "
                       "which the package lacks (every rollout fails without them)",
     "wordle": "data/guesses.txt, which the package lacks: generate_data.py makes it from word lists it downloads "
               "from GitHub (ENABLE, SCOWL); /reset answers 500 FileNotFoundError without it",
 }
-# Servers whose own requirements pull a GPU stack transitively (the GPU_REQUIREMENT rule reads only
-# their direct lines): found from `pip install --dry-run --report` of their requirements.
+# Servers that need a GPU in a way their direct requirement lines do not show (the GPU_REQUIREMENT
+# rule reads only those): a GPU stack pulled transitively (`pip install --dry-run --report`), or a
+# model engine of their own.
 PULLS_GPU_STACK = {
+    "genrm_compare": "a GPU: its genrm_model is a local vLLM that NeMo Gym starts itself (genrm_model, "
+                     "vllm_serve_kwargs data_parallel_size 2) on the checkpoint ${genrm_model_name} names",
     "rolemrc": "a GPU stack through bert-score (it requires torch; PyPI's Linux torch 2.15 pulls 17 nvidia CUDA "
                "wheels, several GB: the build outlasted 480 s) and the internet at run time for BERTScore's "
                "roberta-large checkpoint (include_bertscore: true)",
@@ -165,6 +171,8 @@ def walk(node: Any, path: str = ""):
 
 def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: str = "") -> str | None:
     """Why this server cannot run here (no external service reachable, no GPU), or None."""
+    if server_dir.name in PULLS_GPU_STACK:  # before a resolve error: genrm_compare's names its checkpoint
+        return f"needs {PULLS_GPU_STACK[server_dir.name]}"
     if config is None:
         lowered = resolve_error.lower()
         for word, why in (("judge", "needs a judge model"), ("genrm", "needs a judge model"),
@@ -184,8 +192,6 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         return f"needs {NEEDS_DATA[server_dir.name]}"
     if server_dir.name in NEEDS_A_PLAYER:
         return f"needs {NEEDS_A_PLAYER[server_dir.name]}"
-    if server_dir.name in PULLS_GPU_STACK:
-        return f"needs {PULLS_GPU_STACK[server_dir.name]}"
     requirements = server_requirements(server_dir)
     # A judge / user simulator with no endpoint is served by the built-in mock (docs/models.md); one
     # that is its own engine (a local vLLM, genrm_compare's genrm_model) or an endpoint the config fills is not

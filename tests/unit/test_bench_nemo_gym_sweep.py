@@ -144,3 +144,15 @@ def test_a_placeholder_key_is_no_external_service_but_a_real_one_is(tmp_path):
     assert sweep.exclusion(folder, config) is None  # the built-in mock's policy_api_key
     config["cli_agent"]["responses_api_agents"]["cli_agent"]["openai_api_key"] = "sk-live-123"
     assert sweep.exclusion(folder, config) == "needs an external service (cli_agent.responses_api_agents.cli_agent.openai_api_key)"
+
+
+def test_the_stacks_own_endpoint_and_nemo_gyms_metadata_are_no_external_service(tmp_path):
+    folder = tmp_path / "verifif"
+    folder.mkdir()
+    judge = {"judge_base_url": "http://policy-model:8000/v1", "judge_api_key": "****"}  # resolve masks the key
+    config = {"verifif": {"resources_servers": {"verifif": {**judge, "verified_url": "https://wandb.ai/run"}}},
+              "policy_model": {"responses_api_models": {"mock_model": {"mode": "oracle"}}}}
+    assert sweep.exclusion(folder, config) is None  # the mock's address, its key, code_gen's provenance link
+    config["verifif"]["resources_servers"]["verifif"]["judge_base_url"] = "http://judge.example:8000/v1"
+    assert sweep.exclusion(folder, config) == \
+        "needs an external service (verifif.resources_servers.verifif.judge_base_url)"
