@@ -34,7 +34,7 @@ def _docker_compose_available() -> bool:
 # engine, so the modules that change the engine itself (ENGINE_EXCLUSIVE: swarm mode, further
 # engines in network namespaces) run while no other Docker module does: a second lane's stack lost
 # its service names while the swarm-nodes test ran ("Name or service not known"). That is a
-# readers-writer lock on a file (`engine_turn`), taken per module outside the test's timeout.
+# readers-writer lock on a file (EngineTurn), taken per module outside the test's timeout.
 # The second lane holds most of the modules that run NeMo Gym-runtime servers (BUILDS_NEMO_GYM_RUNTIME:
 # they share the runtime image, whose build its first module pays), the first one the rest and, for
 # balance, test_nemo_gym_compat (late in its file order: the image is built by then). The
@@ -67,7 +67,8 @@ class EngineTurn:
 
     def __init__(self, folder: Path):
         folder.mkdir(parents=True, exist_ok=True)
-        self.turnstile = open(folder / "turnstile.lock", "w")  # held across hooks
+        # open for the whole session: a lock is taken in one hook call and given back in another
+        self.turnstile = open(folder / "turnstile.lock", "w")
         self.engine = open(folder / "engine.lock", "w")
         self.held: str | None = None  # the module holding it
 
