@@ -106,7 +106,7 @@ NEEDS_DATA = {
 # Servers that need a GPU in a way their direct requirement lines do not show (the GPU_REQUIREMENT
 # rule reads only those): a GPU stack pulled transitively (`pip install --dry-run --report`), or a
 # model engine of their own.
-PULLS_GPU_STACK = {
+NEEDS_A_GPU = {
     "genrm_compare": "a GPU: its genrm_model is a local vLLM that NeMo Gym starts itself (genrm_model, "
                      "vllm_serve_kwargs data_parallel_size 2) on the checkpoint ${genrm_model_name} names",
     "rolemrc": "a GPU stack through bert-score (it requires torch; PyPI's Linux torch 2.15 pulls 17 nvidia CUDA "
@@ -171,8 +171,8 @@ def walk(node: Any, path: str = ""):
 
 def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: str = "") -> str | None:
     """Why this server cannot run here (no external service reachable, no GPU), or None."""
-    if server_dir.name in PULLS_GPU_STACK:  # before a resolve error: genrm_compare's names its checkpoint
-        return f"needs {PULLS_GPU_STACK[server_dir.name]}"
+    if server_dir.name in NEEDS_A_GPU:  # before a resolve error: genrm_compare's names its checkpoint
+        return f"needs {NEEDS_A_GPU[server_dir.name]}"
     if config is None:
         lowered = resolve_error.lower()
         for word, why in (("judge", "needs a judge model"), ("genrm", "needs a judge model"),
