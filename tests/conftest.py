@@ -2,6 +2,7 @@
 nothing skips."""
 
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -70,29 +71,25 @@ class EngineTurn:
         # open for the whole session: a lock is taken in one hook call and given back in another
         self.turnstile = open(folder / "turnstile.lock", "w")
         self.engine = open(folder / "engine.lock", "w")
-        self.held: str | None = None  # the module holding it
+        self.held = False
 
-    def take(self, module: str, exclusive: bool) -> None:
+    def take(self, exclusive: bool) -> None:
         fcntl.flock(self.turnstile, fcntl.LOCK_EX)
         try:
             fcntl.flock(self.engine, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         finally:
             fcntl.flock(self.turnstile, fcntl.LOCK_UN)
-        self.held = module
+        self.held = True
 
     def give_back(self) -> None:
         fcntl.flock(self.engine, fcntl.LOCK_UN)
-        self.held = None
+        self.held = False
 
 
-_ENGINE_TURN: list[EngineTurn] = []
-
-
-def _engine_turn(config) -> EngineTurn:
-    if not _ENGINE_TURN:
-        checkout = hashlib.sha256(str(config.rootpath).encode()).hexdigest()[:12]
-        _ENGINE_TURN.append(EngineTurn(Path(tempfile.gettempdir()) / f"gym-compose-tests-{checkout}"))
-    return _ENGINE_TURN[0]
+@functools.cache
+def _engine_turn(rootpath: Path) -> EngineTurn:
+    checkout = hashlib.sha256(str(rootpath).encode()).hexdigest()[:12]
+    return EngineTurn(Path(tempfile.gettempdir()) / f"gym-compose-tests-{checkout}")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -101,15 +98,12 @@ def pytest_runtest_protocol(item, nextitem):
     teardown (its module fixtures included); outside pytest-timeout's clock, so a wait for the
     other lane is no test's time."""
     docker = "docker" in item.keywords
-    if docker:
-        turn, module = _engine_turn(item.config), str(item.fspath)
-        if turn.held != module:
-            if turn.held is not None:
-                turn.give_back()
-            turn.take(module, exclusive=_module_name(item) in ENGINE_EXCLUSIVE)
+    turn = _engine_turn(item.config.rootpath) if docker else None
+    if turn and not turn.held:
+        turn.take(exclusive=_module_name(item) in ENGINE_EXCLUSIVE)
     yield
-    if docker and (nextitem is None or str(nextitem.fspath) != str(item.fspath)):
-        _engine_turn(item.config).give_back()
+    if turn and (nextitem is None or nextitem.fspath != item.fspath):
+        turn.give_back()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -205,6 +205,7 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
             return f"needs the model endpoint its config names for {name} ({implementation} at {urls[0]})"
         return f"needs a second model server ({name}: {implementation}, a judge or user simulator with its own engine)"
     sandboxed = False
+    own = stack_hosts(config)
     for path, value in walk(config):
         if path.startswith("policy_"):
             continue
@@ -218,7 +219,7 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
             sandboxed = True
             continue
         # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
-        if leaf in METADATA_KEYS or in_stack(value, config) or key_of_an_in_stack_endpoint(path, config):
+        if leaf in METADATA_KEYS or in_stack(value, own) or key_of_an_in_stack_endpoint(path, config, own):
             continue  # metadata; the mock's own address (policy_base_url with the built-in mock) and its key
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value.lower() not in PLACEHOLDER_KEYS \
                 and "policy" not in path.split(".")[0] \
@@ -236,15 +237,17 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     return None
 
 
-def in_stack(value: Any, config: dict[str, Any]) -> bool:
+def stack_hosts(config: dict[str, Any]) -> set[str]:
+    """The host names of the stack's own services (`policy-model`)."""
+    return {service_name(key) for key, block in config.items() if isinstance(block, dict)}
+
+
+def in_stack(value: Any, hosts: set[str]) -> bool:
     """`value` is a URL of one of the stack's own services (`http://policy-model:8000/v1`)."""
-    if not isinstance(value, str) or not value.startswith("http://"):
-        return False
-    services = {service_name(key) for key, block in config.items() if isinstance(block, dict)}
-    return urlparse(value).hostname in services
+    return isinstance(value, str) and value.startswith("http://") and urlparse(value).hostname in hosts
 
 
-def key_of_an_in_stack_endpoint(path: str, config: dict[str, Any]) -> bool:
+def key_of_an_in_stack_endpoint(path: str, config: dict[str, Any], hosts: set[str]) -> bool:
     """`a.b.judge_api_key` (shown masked, so unknown) beside an `a.b.judge_base_url` of the stack's own."""
     parent, _, leaf = path.rpartition(".")
     if not leaf.endswith("api_key"):
@@ -252,7 +255,7 @@ def key_of_an_in_stack_endpoint(path: str, config: dict[str, Any]) -> bool:
     node: Any = config
     for key in parent.split(".") if parent else []:
         node = node.get(key) if isinstance(node, dict) else None
-    return isinstance(node, dict) and in_stack(node.get(leaf[:-len("api_key")] + "base_url"), config)
+    return isinstance(node, dict) and in_stack(node.get(leaf[:-len("api_key")] + "base_url"), hosts)
 
 
 def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str | None:

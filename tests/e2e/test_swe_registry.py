@@ -202,16 +202,11 @@ def test_a_layer_failing_its_digest_check_fails_only_its_rows_naming_why_and_res
             assert "some rollouts failed" in first.stderr and "--resume" in first.stderr
 
             proxy.set("pass")  # the blob pushed again, say
-            resumed = subprocess.run(
-                [*CLI, "up", "--benchmark", "swebench_pro", "-p", project, "--head-port", str(free_port()),
-                 "--input", str(rows), "--results-dir", str(tmp_path / "results"),
-                 f"++{REPOSITORY_KEY}={proxy.address}/{NAMESPACE}", "--resume"],
-                cwd=tmp_path, capture_output=True, text=True, timeout=1500)
+            resumed, _ = run_pro(tmp_path, project, rows, proxy, "--resume")  # into the same run folder
             assert resumed.returncode == 0, resumed.stderr[-4000:]
             finished = read_jsonl(run_dir / "rollouts.jsonl")
             assert sorted(row["dockerhub_tag"] for row in finished) == sorted(TASKS)  # each row once
             assert all(row["reward"] == 1.0 for row in finished)
-            assert labelled("container", project) == []
             remove_pushed(proxy)
     finally:
         registry.stop()
