@@ -109,11 +109,14 @@ BROKER_PULLED_LINE = "pulled {image} in {seconds:.1f} s"
 BROKER_PULLED_PATTERN = r"(?:^|\s)pulled (\S+) in \d+\.\d s$"  # BROKER_PULLED_LINE, read back (re.MULTILINE)
 SANDBOX_LABEL = f"{LABEL_PREFIX}.sandbox"  # on every sandbox container
 SANDBOX_SERVER_LABEL = f"{LABEL_PREFIX}.sandbox.server"  # the server instance a sandbox serves
+SANDBOX_PHASE_LABEL = f"{LABEL_PREFIX}.sandbox.phase"  # an allow-listed sandbox's egress phase at its start
+EGRESS_DEFAULT_PHASE = "default"  # the phase of `network.egress.allow`, the one a sandbox starts in
 SNAPSHOT_LABEL = f"{LABEL_PREFIX}.snapshot"  # on every sandbox snapshot image (its snapshot id); `down` removes them
 # Kubernetes labels the manifests and the broker's sandbox pods share
 KUBERNETES_PART_OF = "app.kubernetes.io/part-of"
 KUBERNETES_ROLE_LABEL = "gym-compose.io/role"
 KUBERNETES_SANDBOX_OWNER_LABEL = "gym-compose.io/sandbox-owner"  # on a sandbox pod: the server service it serves
+KUBERNETES_SANDBOX_PHASE_LABEL = "gym-compose.io/sandbox-phase"  # an allow-listed sandbox pod's egress phase now
 KUBERNETES_SANDBOX_ROLE = "sandbox"
 
 

@@ -35,7 +35,8 @@ Arguments that are not options are Hydra overrides: key=value, +key=value, ++key
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 eval_app = typer.Typer(help="Collect rollouts (NeMo Gym's `gym eval`).", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
-sandbox_app = typer.Typer(help="Debug, snapshot, fork, restore, pause or resume a live sandbox of a running stack "
+sandbox_app = typer.Typer(help="Debug, snapshot, fork, restore, pause, resume or move to another egress phase a "
+                               "live sandbox of a running stack "
                                "(`gym-compose ps` lists them).",
                           no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
@@ -252,6 +253,19 @@ def sandbox_resume(
     from gym_compose.stack.sandbox_commands import sandbox_pause as run
 
     raise typer.Exit(run(project, None if sandbox == "-" else sandbox, resume=True))
+
+
+@sandbox_app.command("phase")
+def sandbox_phase(
+    sandbox: SandboxArg,
+    phase: Annotated[str, typer.Argument(help="A phase of its server's network.egress.phases, or 'default' "
+                                              "(the hosts of egress.allow).")],
+    project: PROJECT_OPTION = DEFAULT_PROJECT,
+) -> None:
+    """Move an allow-listed sandbox to another egress phase: from now on it reaches that phase's hosts alone."""
+    from gym_compose.stack.sandbox_commands import sandbox_phase as run
+
+    raise typer.Exit(run(project, None if sandbox == "-" else sandbox, phase))
 
 
 @sandbox_app.command("snapshots")

@@ -14,7 +14,8 @@ the broker enforces. Pure: no Docker, no files.
             pids: 256
             workdir: /work
             network: internal                  # none | internal | egress, or
-                                               # {egress: {allow: [pypi.org, ...]}} (egress_allow.py)
+                                               # {egress: {allow: [pypi.org, ...]}} (egress_allow.py),
+                                               # with phases: {verify: [...]} for named phases
             ttl_s: 3600
             timeout_s: 60                      # default per-command timeout
             warm_pool: 4
@@ -32,7 +33,7 @@ from pydantic import ValidationError
 
 from gym_compose.config.instances import ServerInstance
 from gym_compose.errors import UserError
-from gym_compose.plan.egress_allow import allowed_hosts
+from gym_compose.plan.egress_allow import allowed_hosts, phase_hosts
 from gym_compose.plan.sandbox_names import declares_sandboxes
 from gym_compose.sandbox.policy import ALLOWED_CAPABILITIES, NETWORK_POLICIES, SandboxPolicy, parse_size
 from gym_compose.sandbox.provider_config import DEFAULT_METADATA_KEY
@@ -102,6 +103,7 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
         fields["workdir_size_bytes"] = _size(where, "workdir_size", block["workdir_size"])
     if isinstance(fields.get("network"), dict):
         fields["egress_allow"] = allowed_hosts(f"{where}.network", fields["network"])
+        fields["egress_phases"] = phase_hosts(f"{where}.network", fields["network"])
         fields["network"] = "allowlist"
     elif fields.get("network") is not None and fields["network"] not in NETWORK_POLICIES:
         raise UserError(f"{where}.network must be one of {', '.join(NETWORK_POLICIES)} or a mapping, "

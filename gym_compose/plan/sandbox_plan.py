@@ -5,7 +5,10 @@ one broker service on the sandbox control network (internal), which only the dec
 also join; per declaring server a sandbox network (internal, or with egress when asked) shared by
 that server and its sandboxes only; per server a token (see gym_compose/sandbox/tokens.py). A
 server whose sandboxes have an egress allow-list also gets a forward proxy service on its (internal)
-sandbox network and the project's egress network, the one way out (render/egress_proxy.py).
+sandbox network and the project's egress network, the one way out (render/egress_proxy.py), and per
+named phase of that list (`egress.phases`) that names hosts a network of the phase's own, internal,
+that only the sandboxes in that phase and the phase's proxy join (the broker moves a sandbox between
+them; its server stays on the default one); in a phase that names no host a sandbox has no network.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from gym_compose.config import instances as config_instances
 from gym_compose.contract import DNS_LABEL, image_registry, shortened
+from gym_compose.contract import EGRESS_DEFAULT_PHASE as DEFAULT_PHASE
 from gym_compose.errors import UserError
 from gym_compose.plan.sandbox_names import BROKER_PORT, BROKER_SERVICE, declares_sandboxes  # noqa: F401 (re-exported)
 
@@ -28,6 +32,18 @@ if TYPE_CHECKING:
 CONTROL_NETWORK = "sandbox-control"
 EGRESS_NETWORK = "sandbox-egress"  # the egress proxies' way out (none of the servers or sandboxes join it)
 TASK_IMAGE_KEY = "task-image:"
+
+
+@dataclass(frozen=True)
+class EgressPhase:
+    """One phase of an allow-listed server's sandboxes: the network its sandboxes are on and the
+    proxy on it, which lets `hosts` through. A phase that names no host has neither: its sandboxes
+    are on no network (loopback alone)."""
+
+    phase: str
+    network_key: Optional[str]
+    proxy_service: Optional[str]
+    hosts: tuple[str, ...]
 
 
 @dataclass
@@ -61,6 +77,19 @@ class ServerSandboxes:
             return None
         return shortened(f"{self.service}-egress-proxy", self.name_budget)
 
+    def egress_phases(self) -> list[EgressPhase]:
+        """The default phase (the sandbox network, `allow`) and the named ones (allow-lists only)."""
+        if self.proxy_service is None or self.network_key is None:
+            return []
+        phases = [EgressPhase(DEFAULT_PHASE, self.network_key, self.proxy_service, tuple(self.policy.egress_allow))]
+        for name, hosts in self.policy.egress_phases.items():
+            if not hosts:
+                phases.append(EgressPhase(name, None, None, ()))
+                continue
+            proxy = shortened(f"{self.service}-egress-proxy-{name}", self.name_budget)
+            phases.append(EgressPhase(name, f"{self.network_key}-{name}", proxy, tuple(hosts)))
+        return phases
+
 
 @dataclass
 class SandboxPlan:
@@ -69,7 +98,9 @@ class SandboxPlan:
     notices: list[str] = field(default_factory=list)
 
     def proxy_services(self) -> list[str]:
-        return [server.proxy_service for server in self.servers if server.proxy_service]
+        """Every egress proxy of the plan, the named phases' included."""
+        return [phase.proxy_service for server in self.servers for phase in server.egress_phases()
+                if phase.proxy_service]
 
     def server(self, instance: str) -> Optional[ServerSandboxes]:
         return next((s for s in self.servers if s.instance == instance), None)
@@ -109,9 +140,12 @@ def plan_sandboxes(data: dict[str, Any], services: list["Service"],
                                  image=declaration.image, build=declaration.build,
                                  implementation=instance.implementation, task_images=declaration.task_images,
                                  name_budget=name_budget)
-        if server.proxy_service in {*(s.name for s in services), BROKER_SERVICE, CONTROL_NETWORK, EGRESS_NETWORK}:
-            raise UserError(f"instance {instance.name!r}'s sandbox egress proxy would be the service "
-                            f"{server.proxy_service!r}, which is taken", hint="rename the instance")
+        taken = {*(s.name for s in services), BROKER_SERVICE, CONTROL_NETWORK, EGRESS_NETWORK,
+                 *(proxy for other in servers for proxy in [p.proxy_service for p in other.egress_phases()] if proxy)}
+        for proxy in (phase.proxy_service for phase in server.egress_phases()):
+            if proxy in taken:
+                raise UserError(f"instance {instance.name!r}'s sandbox egress proxy would be the service "
+                                f"{proxy!r}, which is taken", hint="rename the instance")
         servers.append(server)
     if not servers:
         return None

@@ -54,6 +54,7 @@ from gym_compose.contract import (
 from gym_compose.contract import KUBERNETES_PART_OF as PART_OF
 from gym_compose.contract import KUBERNETES_ROLE_LABEL as ROLE_LABEL
 from gym_compose.contract import KUBERNETES_SANDBOX_OWNER_LABEL as SANDBOX_OWNER_LABEL
+from gym_compose.contract import KUBERNETES_SANDBOX_PHASE_LABEL as SANDBOX_PHASE_LABEL
 from gym_compose.contract import KUBERNETES_SANDBOX_ROLE as SANDBOX_ROLE
 from gym_compose.errors import UserError
 from gym_compose.plan.model import COLLECTOR_SERVICE, HEAD_SERVICE, Service, Stack, session_key_secret
@@ -104,8 +105,9 @@ def kubernetes_manifests(stack: Stack, images: dict[str, str], project_secret: s
     if stack.sandboxes is not None:
         manifests.extend(_sandbox_broker(stack, images))
         for server in stack.sandboxes.servers:
-            if server.proxy_service:
-                manifests.extend(_egress_proxy(project, server.proxy_service, server.policy.egress_allow, images))
+            for phase in server.egress_phases():
+                if phase.proxy_service:
+                    manifests.extend(_egress_proxy(project, phase.proxy_service, list(phase.hosts), images))
     manifests.append(_claim(project, f"{project}-results", RESULTS_SIZE, "results"))
     manifests.append(_collector_job(stack, images["base"]))
     manifests.extend(_network_policies(stack))
@@ -422,7 +424,10 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
         if server.proxy_service:  # allow-listed pods resolve no names (pod.py): the proxy by its service links
             from gym_compose.render.egress_proxy import service_link_url
 
-            settings.servers[server.instance].proxy_url = service_link_url(server.proxy_service)
+            policy = settings.servers[server.instance]
+            policy.proxy_url = service_link_url(server.proxy_service)
+            policy.phase_proxy_urls = {phase.phase: service_link_url(phase.proxy_service)
+                                       for phase in server.egress_phases()[1:] if phase.proxy_service}
     broker = Service(name=BROKER_SERVICE, role="sandbox-broker", port=BROKER_PORT)
     # a sandbox pod's owner label is its server's service, which the NetworkPolicies select
     owners = {server.policy.server: server.service for server in (stack.sandboxes.servers if stack.sandboxes else [])}
@@ -545,16 +550,29 @@ def _network_policies(stack: Stack) -> list[dict[str, Any]]:
         elif server.proxy_service:
             from gym_compose.render.egress_proxy import PROXY_PORT
 
-            proxy = _selector(project, server.proxy_service)
-            to_proxy = {"to": [{"podSelector": {"matchLabels": proxy}}],
-                        "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}
-            rules = {"ingress": [{"from": [owner]}], "egress": [to_proxy]}  # no DNS: the pods resolve no names
-            # the proxy admits this server's sandboxes alone, and goes out anywhere (its filter
-            # decides where; the project's pods admit no one outside their network)
-            policies.append(policy(server.proxy_service, proxy, ["Ingress", "Egress"],
-                                   ingress=[{"from": [{"podSelector": {"matchLabels": sandboxes}}],
-                                             "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}],
-                                   egress=[{}]))
+            # no DNS: the pods resolve no names. With named phases, this policy lets them open
+            # nothing, and each phase's own (they add up) lets its pods reach its proxy alone.
+            phased = len(server.egress_phases()) > 1
+            to_default: list[dict[str, Any]] = []
+            for phase in server.egress_phases():
+                in_phase = {**sandboxes, SANDBOX_PHASE_LABEL: phase.phase} if phased else sandboxes
+                if phase.proxy_service is None:
+                    continue  # a phase that names no host: the server's policy alone, no connection out
+                proxy = _selector(project, phase.proxy_service)
+                to_proxy = {"to": [{"podSelector": {"matchLabels": proxy}}],
+                            "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}
+                if phased:
+                    policies.append(policy(f"sandboxes-{server.service}-{phase.phase}", in_phase, ["Egress"],
+                                           egress=[to_proxy]))
+                else:
+                    to_default = [to_proxy]
+                # the proxy admits this server's sandboxes in its phase alone, and goes out anywhere
+                # (its filter decides where; the project's pods admit no one outside their network)
+                policies.append(policy(phase.proxy_service, proxy, ["Ingress", "Egress"],
+                                       ingress=[{"from": [{"podSelector": {"matchLabels": in_phase}}],
+                                                 "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}],
+                                       egress=[{}]))
+            rules = {"ingress": [{"from": [owner]}], "egress": to_default}
         else:
             rules = {"ingress": [{"from": [owner]}], "egress": [dns]}
         policies.append(policy(f"sandboxes-{server.service}", sandboxes, ["Ingress", "Egress"], **rules))

@@ -1,6 +1,6 @@
 """The compose side of a sandbox plan: the broker service, the sandbox networks, each declaring
 server's extra networks, environment and token, the egress proxies of allow-listed sandboxes
-(render/egress_proxy.py), and the secret files (the project secret is kept
+(render/egress_proxy.py) and the networks of their named phases, and the secret files (the project secret is kept
 across re-renders of a running stack, so a second `eval run --no-serve` does not change tokens;
 the broker's registry credentials, when it pulls, are written by the engine layer afterwards)."""
 
@@ -62,8 +62,13 @@ def broker_settings(stack: "Stack", images: dict[str, str], publishes_on_every_i
         prefix = server.task_image_key("")
         aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
         proxy = {"proxy_url": proxy_url(server.proxy_service)} if server.proxy_service else {}
+        named = [phase for phase in server.egress_phases() if phase.phase in server.policy.egress_phases]
+        phases = {"phase_networks": {phase.phase: network_name_of(stack.project, phase.network_key)
+                                     for phase in named if phase.network_key},
+                  "phase_proxy_urls": {phase.phase: proxy_url(phase.proxy_service)
+                                       for phase in named if phase.proxy_service}}
         servers[server.instance] = server.policy.model_copy(update={"image": image, "network_name": network_name,
-                                                                   "image_aliases": aliases, **proxy})
+                                                                   "image_aliases": aliases, **proxy, **phases})
     closed: dict[str, Any] = {}
     if publishes_on_every_interface and any(s.policy.network == "egress" for s in plan.servers):
         # the node's published ports, which egress sandboxes reach through the node
@@ -103,12 +108,18 @@ def add_sandboxes(model: dict[str, Any], stack: "Stack", images: dict[str, str],
                                             **({"driver_opts": dict(NO_HOST_ADDRESS)} if internal else {}),
                                             "labels": dict(labels)}
             guard_sandbox_side(service, server.network_key, stack.service(server.service).runtime)
-        if server.proxy_service and server.network_key:
+        for phase in server.egress_phases():
+            if phase.network_key is None or phase.proxy_service is None:
+                continue  # a phase that names no host: no network (the broker detaches its sandboxes)
+            if phase.network_key != server.network_key:  # a named phase's network: its sandboxes and its proxy
+                networks[phase.network_key] = {"name": network_name_of(stack.project, phase.network_key),
+                                               "internal": True, "driver_opts": dict(NO_HOST_ADDRESS),
+                                               "labels": dict(labels)}
             networks[EGRESS_NETWORK] = {"name": network_name_of(stack.project, EGRESS_NETWORK),
                                         "labels": dict(labels)}
-            model["services"][server.proxy_service] = egress_proxy.compose_service(
-                images.get(egress_proxy.IMAGE_KEY, egress_proxy.IMAGE_KEY), server.policy.egress_allow,
-                [server.network_key, EGRESS_NETWORK], {**labels, ROLE_LABEL: egress_proxy.PROXY_ROLE},
+            model["services"][phase.proxy_service] = egress_proxy.compose_service(
+                images.get(egress_proxy.IMAGE_KEY, egress_proxy.IMAGE_KEY), list(phase.hosts),
+                [phase.network_key, EGRESS_NETWORK], {**labels, ROLE_LABEL: egress_proxy.PROXY_ROLE},
                 {key: value for key, value in server_spec["healthcheck"].items() if key != "test"})
         secret = server_secret_name(server.instance)
         service["secrets"] = sorted({*service.get("secrets", []), secret})

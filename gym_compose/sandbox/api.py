@@ -151,13 +151,22 @@ class AsyncSandbox:
 
     async def fork(self, n: int, *, snapshot: Optional[SandboxSnapshot | str] = None,
                    env: Optional[dict[str, str]] = None, metadata: Optional[dict[str, str]] = None,
-                   ready_timeout_s: Optional[float] = None) -> list["AsyncSandbox"]:
+                   ready_timeout_s: Optional[float] = None, phase: Optional[str] = None) -> list["AsyncSandbox"]:
         """n new sandboxes, each with this one's files now (a snapshot taken for the purpose) or
-        those of `snapshot`; each changes its own copy. Stop each when done."""
+        those of `snapshot`; each changes its own copy, and starts in egress `phase` (default: the
+        default one). Stop each when done."""
         provider = self._provider_with("fork")
         _, handles = await provider.fork(self._require_handle(), n, snapshot=_snapshot_id(snapshot), env=env,
-                                         metadata=metadata, ready_timeout_s=ready_timeout_s)
+                                         metadata=metadata, ready_timeout_s=ready_timeout_s, phase=phase)
         return [self._adopt(handle) for handle in handles]
+
+    async def set_phase(self, phase: str) -> bool:
+        """Move the sandbox to another phase of its server's egress allow-list (`network.egress.phases`;
+        "default" is `allow`'s): from now on it reaches that phase's hosts alone, running processes
+        included. Whether it moved (False: it was in that phase). A phase the server did not declare
+        raises SandboxError. Start a sandbox in a phase with SandboxSpec(provider_options={"phase": ...})."""
+        moved = await self._provider_with("set_phase").set_phase(self._require_handle(), phase)
+        return bool(moved.get("changed"))
 
     @classmethod
     async def from_snapshot(cls, snapshot: SandboxSnapshot | str, n: int = 1, *, provider: Any = None,

@@ -127,11 +127,12 @@ class BrokerProvider:
                                      "leases a sandbox reaches it over their shared sandbox network")
         resources = spec.resources  # SandboxSpec turned a mapping into SandboxResources
         assert isinstance(resources, SandboxResources)
+        options = dict(spec.provider_options)
+        phase = options.pop("phase", None)  # gym-compose's own option: the egress phase to start in
         body: dict[str, Any] = {"image": spec.image, "workdir": spec.workdir, "env": dict(spec.env),
                                 "metadata": dict(spec.metadata), "ttl_s": spec.ttl_s,
-                                "ready_timeout_s": spec.ready_timeout_s,
-                                "provider_options": dict(spec.provider_options),
-                                "cpu": resources.cpu, "memory_mib": resources.memory_mib}
+                                "ready_timeout_s": spec.ready_timeout_s, "provider_options": options,
+                                "cpu": resources.cpu, "memory_mib": resources.memory_mib, "phase": phase}
         body = {key: value for key, value in body.items() if value not in (None, {}, "")}
         wait = float(spec.ready_timeout_s or 300.0) + LEASE_MARGIN_S
         try:
@@ -262,10 +263,13 @@ class BrokerProvider:
 
     async def fork(self, handle: Optional[SandboxHandle], n: int, *, snapshot: Optional[str] = None,
                    env: Optional[dict[str, str]] = None, metadata: Optional[dict[str, str]] = None,
-                   ready_timeout_s: Optional[float] = None) -> tuple[SandboxSnapshot, list[SandboxHandle]]:
+                   ready_timeout_s: Optional[float] = None, phase: Optional[str] = None
+                   ) -> tuple[SandboxSnapshot, list[SandboxHandle]]:
         """n sandboxes from a new snapshot of `handle`'s sandbox, or from `snapshot` (then `handle`
         may be None); all or none."""
         body: dict[str, Any] = {"n": n, "env": dict(env or {}), "metadata": dict(metadata or {})}
+        if phase is not None:
+            body["phase"] = phase
         if ready_timeout_s is not None:
             body["ready_timeout_s"] = ready_timeout_s
         if handle is not None:
@@ -298,6 +302,10 @@ class BrokerProvider:
 
     async def resume(self, handle: SandboxHandle) -> None:
         await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/resume", f"resume of {handle.sandbox_id}")
+
+    async def set_phase(self, handle: SandboxHandle, phase: str) -> dict[str, Any]:
+        return await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/phase",
+                                f"phase {phase!r} for {handle.sandbox_id}", {"phase": phase})
 
     async def aclose(self) -> None:
         if self._http is not None:

@@ -10,6 +10,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gym_compose.contract import EGRESS_DEFAULT_PHASE as DEFAULT_PHASE
 from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SANDBOX_LABEL
 from gym_compose.contract import SANDBOX_SERVER_LABEL as SERVER_LABEL
 
@@ -70,6 +71,11 @@ class SandboxPolicy(BaseModel):
     network_name: Optional[str] = None  # the plan's network for internal/egress/allowlist
     egress_allow: list[str] = Field(default_factory=list)  # allowlist: the hosts its proxy lets through
     proxy_url: Optional[str] = None  # allowlist: the proxy, as the sandbox's HTTP(S)_PROXY (filled in by render)
+    # allowlist: the named phases (egress.phases): their hosts, and (filled in by render) their
+    # networks and proxies (a phase with no host has no proxy)
+    egress_phases: dict[str, list[str]] = Field(default_factory=dict)
+    phase_networks: dict[str, str] = Field(default_factory=dict)
+    phase_proxy_urls: dict[str, str] = Field(default_factory=dict)
     ttl_s: float = 14400.0
     timeout_s: float = 180.0
     ready_timeout_s: float = 300.0
@@ -80,6 +86,21 @@ class SandboxPolicy(BaseModel):
     shell: Optional[str] = None  # None: bash when the image has it (NeMo Gym's choice), else sh
     cap_add: list[str] = Field(default_factory=list)
     metadata: dict[str, str] = Field(default_factory=dict)
+
+    def phase_network(self, phase: Optional[str]) -> Optional[str]:
+        """The network of a sandbox in `phase` (None for a phase that names no host: no network)."""
+        return self.network_name if phase in (None, DEFAULT_PHASE) else self.phase_networks.get(phase)
+
+    def phase_proxy_url(self, phase: Optional[str]) -> Optional[str]:
+        return self.proxy_url if phase in (None, DEFAULT_PHASE) else self.phase_proxy_urls.get(phase)
+
+    def phase_refusal(self, phase: Optional[str]) -> Optional[str]:
+        """Why a sandbox cannot be in `phase` (None: it can; None and "default" are the default phase)."""
+        if phase in (None, DEFAULT_PHASE) or phase in self.egress_phases:
+            return None
+        declared = ", ".join([DEFAULT_PHASE, *self.egress_phases])
+        return (f"phase {phase!r} is not declared for {self.server}'s sandboxes (declared: {declared}); "
+                "name it in sandbox_config network.egress.phases")
 
     def allows_image(self, image: str) -> bool:
         return (image == self.image or image in self.image_aliases
@@ -133,6 +154,7 @@ class LeaseRequest(BaseModel):
     memory_mib: Optional[int] = None
     provider_options: dict[str, Any] = Field(default_factory=dict)
     snapshot: Optional[str] = None  # start from this snapshot of the caller's (not with `image`)
+    phase: Optional[str] = None  # start in this egress phase (None: the default one)
 
     @field_validator("env", "metadata", mode="before")
     @classmethod
@@ -159,11 +181,20 @@ class ForkRequest(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, str] = Field(default_factory=dict)
     ready_timeout_s: Optional[float] = None
+    phase: Optional[str] = None  # the forks' egress phase (None: the default one)
 
     @field_validator("env", "metadata", mode="before")
     @classmethod
     def _strings(cls, value: Any) -> Any:
         return _as_strings(value)
+
+
+class PhaseRequest(BaseModel):
+    """POST /v1/sandboxes/{id}/phase: move a sandbox to another egress phase."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase: str
 
 
 class RestoreRequest(BaseModel):

@@ -126,6 +126,14 @@ def sandbox_pause(project: str, name: str | None, resume: bool = False) -> int:
     return 0
 
 
+def sandbox_phase(project: str, name: str | None, phase: str) -> int:
+    sandbox = find_sandbox(project, name)
+    moved = _broker(project, "POST", f"/v1/sandboxes/{sandbox.name}/phase", {"phase": phase})
+    print(f"{sandbox.name} moved from egress phase {moved['previous']} to {moved['phase']} in {moved['took_s']:.2f} s"
+          if moved.get("changed") else f"{sandbox.name} was already in egress phase {moved['phase']}")
+    return 0
+
+
 def print_snapshots(project: str) -> int:
     snapshots = _broker(project, "GET", "/v1/snapshots")["snapshots"]
     if not snapshots:

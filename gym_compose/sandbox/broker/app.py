@@ -15,6 +15,8 @@
     POST   /v1/sandboxes/{id}/restore        its filesystem back to a snapshot (RestoreRequest) -> {took_s}
     POST   /v1/sandboxes/{id}/pause          freeze its processes -> {state, changed}
     POST   /v1/sandboxes/{id}/resume         thaw them -> {state, changed}
+    POST   /v1/sandboxes/{id}/phase          move it to another egress phase (PhaseRequest)
+                                             -> {phase, previous, changed, took_s}
     GET    /v1/snapshots                     the caller's snapshots
     POST   /v1/snapshots/{id}/fork           n sandboxes of a snapshot (ForkRequest) -> 201 {snapshot_id, forks}
     DELETE /v1/snapshots/{id}                remove a snapshot (sandboxes forked from it run on)
@@ -25,8 +27,8 @@ the sandboxes an earlier start of the same container leased are given back when 
 
 A server holding another's grant for a sandbox (header x-gym-sandbox-grant, from the owner's lease)
 may use that sandbox's status, exec and files routes; only the owner releases, snapshots, forks,
-restores, pauses or resumes it. The project secret (the CLI) may do all of these to any sandbox;
-forks belong to the snapshot's server.
+restores, pauses, resumes or moves it to another phase. The project secret (the CLI) may do all
+of these to any sandbox; forks belong to the snapshot's server.
 
 Errors: 401 no or wrong token, 403 refused by the plan, 404 unknown sandbox or snapshot, 409 a
 paused sandbox asked for a command (or one being restored), 410 the sandbox is dead (`reason` says
@@ -53,7 +55,7 @@ from gym_compose.net.web import READY_PATH, json_response, read_json_object, val
 from gym_compose.sandbox.broker import branching
 from gym_compose.sandbox.broker.broker_errors import BrokerError, SandboxGone, Unauthorized
 from gym_compose.sandbox.broker.pool import SandboxPool
-from gym_compose.sandbox.policy import ExecRequest, ForkRequest, LeaseRequest, RestoreRequest
+from gym_compose.sandbox.policy import ExecRequest, ForkRequest, LeaseRequest, PhaseRequest, RestoreRequest
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, grant_matches, sandbox_grant, token_matches
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
@@ -148,6 +150,11 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
     async def resume(request: Request, server: Optional[str]) -> Response:
         return json_response(await branching.resume(pool, own_sandbox(request, server)))
 
+    async def move(request: Request, server: Optional[str]) -> Response:
+        sandbox = own_sandbox(request, server)
+        body = PhaseRequest.model_validate(await read_json_object(request))
+        return json_response(await branching.move_to_phase(pool, sandbox, body.phase))
+
     async def snapshots(request: Request, server: Optional[str]) -> Response:
         return json_response({"snapshots": pool.snapshots.list(server)})
 
@@ -231,6 +238,7 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         Route("/v1/sandboxes/{sandbox_id}/restore", guarded(restore), methods=["POST"]),
         Route("/v1/sandboxes/{sandbox_id}/pause", guarded(pause), methods=["POST"]),
         Route("/v1/sandboxes/{sandbox_id}/resume", guarded(resume), methods=["POST"]),
+        Route("/v1/sandboxes/{sandbox_id}/phase", guarded(move), methods=["POST"]),
         Route("/v1/snapshots", guarded(snapshots), methods=["GET"]),
         Route("/v1/snapshots/{snapshot_id}/fork", guarded(fork_snapshot), methods=["POST"]),
         Route("/v1/snapshots/{snapshot_id}", guarded(delete_snapshot), methods=["DELETE"]),

@@ -98,6 +98,19 @@ class SandboxBackend(Protocol):
 
     async def unpause(self, container_id: str) -> None: ...
 
+    async def move_to_phase(self, container_id: str, leave: Optional[str], join: Optional[str], phase: str) -> None:
+        """Put an allow-listed sandbox in another egress phase: the Docker backend takes it off the
+        network `leave` and onto `join` (None: no network on that side). The Kubernetes backend
+        raises `Unsupported`: a pod stays in the phase it was created in (its pod label, which the
+        rendered NetworkPolicies select)."""
+        ...
+
+    async def detach(self, container_id: str, network: str) -> None:
+        """Take a sandbox created on `network` off it before its start (an egress phase that names no
+        host: loopback alone). Kubernetes: nothing to do, the policy of its pod's phase label admits
+        no connection out."""
+        ...
+
     async def stats(self, container_id: str) -> dict[str, Any]:
         """One reading of the Engine API's container stats (`cpu_stats`, `memory_stats`)."""
         ...

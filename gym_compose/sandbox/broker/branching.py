@@ -8,6 +8,7 @@
 - `pause` / `resume`: the engine's cgroup freezer (`docker pause`); processes keep their memory
   and stop using the CPU. A paused sandbox takes no commands or files (409) and still counts
   against `max_live`, its time-to-live and the idle timeout.
+- `move_to_phase`: an allow-listed sandbox to another of its egress phases (`SandboxPool.move_to_phase`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import time
 from typing import Any, Optional
 
-from gym_compose.sandbox.broker.broker_errors import BrokerError, Conflict
+from gym_compose.sandbox.broker.broker_errors import BrokerError, Conflict, Refused
 from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.broker.sandboxes import Sandbox
 from gym_compose.sandbox.broker.snapshots import Snapshot
@@ -37,7 +38,7 @@ async def fork(pool: SandboxPool, source: Snapshot, request: ForkRequest) -> lis
         began = time.monotonic()
         metadata = {**request.metadata, "forked_from": source.id, "fork": str(index)}
         sandbox, _ = await pool.lease(source.server, LeaseRequest(snapshot=source.id, env=request.env,
-                                                                  metadata=metadata,
+                                                                  metadata=metadata, phase=request.phase,
                                                                   ready_timeout_s=request.ready_timeout_s))
         return sandbox, time.monotonic() - began
 
@@ -89,11 +90,24 @@ async def resume(pool: SandboxPool, sandbox: Sandbox) -> dict[str, Any]:
     return {"state": "leased", "changed": True}
 
 
+async def move_to_phase(pool: SandboxPool, sandbox: Sandbox, phase: str) -> dict[str, Any]:
+    """Another egress phase for a leased sandbox (its processes run on, under the new phase's reach)."""
+    reason = sandbox.policy.phase_refusal(phase)
+    if reason:
+        raise Refused(reason)
+    if sandbox.state != "leased":
+        raise Conflict(f"sandbox {sandbox.id} is {sandbox.state}; resume it before moving it to another phase")
+    before = sandbox.phase
+    took = await pool.move_to_phase(sandbox, phase)
+    return {"sandbox_id": sandbox.id, "phase": sandbox.phase, "previous": before, "changed": before != sandbox.phase,
+            "took_s": round(took, 4)}
+
+
 def lease_answer(sandbox: Sandbox, grant: str, warm: bool, took_s: Optional[float] = None) -> dict[str, Any]:
     """What the broker answers for a lease (POST /v1/sandboxes) and for each fork."""
     answer = {"sandbox_id": sandbox.id, "image": sandbox.image, "workdir": sandbox.workdir, "warm": warm,
               "start_s": round(sandbox.start_s, 4), "uid": sandbox.uid, "timeout_s": sandbox.policy.timeout_s,
-              "grant": grant, "forked_from": sandbox.forked_from}
+              "grant": grant, "forked_from": sandbox.forked_from, "phase": sandbox.phase}
     if took_s is not None:
         answer["lease_s"] = round(took_s, 4)
     return answer

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from gym_compose.sandbox.broker.launch import proxy_environment
 from gym_compose.sandbox.broker.sandboxes import Sandbox, oom_reason
 from gym_compose.sandbox.policy import ExecRequest
 
@@ -32,7 +33,9 @@ def user_refusal(sandbox: Sandbox, request: ExecRequest) -> Optional[dict[str, A
 
 
 def agent_exec_request(sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
-    return {"command": request.command, "cwd": request.cwd or sandbox.workdir, "env": {**sandbox.env, **request.env},
+    # the proxy of the sandbox's phase now (its container's environment names the one it started in)
+    env = {**sandbox.env, **request.env, **proxy_environment(sandbox.policy, sandbox.phase)}
+    return {"command": request.command, "cwd": request.cwd or sandbox.workdir, "env": env,
             "timeout_s": command_timeout(sandbox, request), "max_output_bytes": output_limit(sandbox, request),
             "shell": sandbox.policy.shell}
 

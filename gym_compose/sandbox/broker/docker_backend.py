@@ -176,6 +176,16 @@ class DockerBackend:
     async def unpause(self, container_id: str) -> None:
         await self.call(self.api.unpause, container_id)
 
+    async def move_to_phase(self, container_id: str, leave: Optional[str], join: Optional[str], phase: str) -> None:
+        # off the old network first: never on both, so the sandbox never reaches both phases' hosts
+        if leave:
+            await self.call(self.api.disconnect_container_from_network, container_id, leave, force=True)
+        if join:
+            await self.call(self.api.connect_container_to_network, container_id, join)
+
+    async def detach(self, container_id: str, network: str) -> None:
+        await self.call(self.api.disconnect_container_from_network, container_id, network, force=True)
+
     async def stats(self, container_id: str) -> dict[str, Any]:
         return await self.call(self.api.stats, container_id, stream=False, one_shot=True)
 

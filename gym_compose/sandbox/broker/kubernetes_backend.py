@@ -167,6 +167,14 @@ class KubernetesBackend:
     async def unpause(self, container_id: str) -> None:
         await self.pause(container_id)
 
+    async def detach(self, container_id: str, network: str) -> None:
+        return None  # its phase label's NetworkPolicy admits no connection out (render/kubernetes.py)
+
+    async def move_to_phase(self, container_id: str, leave: Optional[str], join: Optional[str], phase: str) -> None:
+        raise Unsupported("moving a sandbox to another egress phase needs the Docker backend (compose, swarm): a "
+                          "pod finds its phase's proxy by service links, which Kubernetes fills in at the pod's start "
+                          "only; lease a sandbox in its phase instead (SandboxSpec provider_options {phase: NAME})")
+
     async def stats(self, container_id: str) -> dict[str, Any]:
         return {}  # the metrics API is optional in a cluster; the ledger leaves CPU and memory out
 

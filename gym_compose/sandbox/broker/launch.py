@@ -3,7 +3,8 @@
 Whatever the request, the container is never privileged, mounts nothing from the host, drops
 every capability (but the plan's allow-listed `cap_add`), cannot gain privileges, has the plan's
 memory (no swap), cpu and pids limits, and joins only the plan's network for that server (or
-none). Its main process is the agent (gym_compose/sandbox/agent.py) under Docker's init.
+none; with an egress allow-list, the network of the sandbox's phase). Its main process is the
+agent (gym_compose/sandbox/agent.py) under Docker's init.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from gym_compose.contract import DNS_LABEL, shortened
+from gym_compose.contract import EGRESS_DEFAULT_PHASE as DEFAULT_PHASE
+from gym_compose.contract import SANDBOX_PHASE_LABEL as PHASE_LABEL
 from gym_compose.sandbox.channel_constants import NO_PYTHON_MARKER
 from gym_compose.sandbox.policy import (
     ALLOWED_CAPABILITIES,
@@ -41,7 +44,11 @@ def container_name(project: str, server: str, suffix: str) -> str:
 
 
 def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpus: float,
-                     memory_bytes: int | None = None, cpus: float | None = None) -> dict[str, Any]:
+                     memory_bytes: int | None = None, cpus: float | None = None,
+                     phase: str = DEFAULT_PHASE) -> dict[str, Any]:
+    """`phase`: an allow-listed sandbox's egress phase, whose network it joins (one that names no
+    host has none: the sandbox is created on the default one, and the pool detaches it before
+    its start) and whose proxy its environment names."""
     memory = min(memory_bytes or policy.memory_bytes, policy.memory_bytes)
     cpu_limit = min(cpus or policy.cpus, policy.cpus, engine_cpus or policy.cpus)
     tmpfs = {"/tmp": f"rw,nosuid,nodev,size={TMP_SIZE},mode=1777"}
@@ -59,7 +66,7 @@ def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpu
         "SecurityOpt": ["no-new-privileges:true"],
         "ReadonlyRootfs": policy.read_only,
         "Tmpfs": tmpfs,
-        "NetworkMode": policy.network_name if policy.network != "none" and policy.network_name else "none",
+        "NetworkMode": _network_mode(policy, phase),
         **_allowlist_dns(policy),
         "RestartPolicy": {"Name": "no"},
         "AutoRemove": False,
@@ -76,12 +83,13 @@ def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpu
         ROLE_LABEL: "sandbox",
         f"{SANDBOX_LABEL}.image": image,
         f"{SANDBOX_LABEL}.memory": policy.memory,
+        **({PHASE_LABEL: phase} if policy.network == "allowlist" else {}),
     }
     return {
         "Image": image,
         "Entrypoint": ["/bin/sh", "-c", LAUNCHER, "gym-sandbox-agent", AGENT_SOURCE, f"{policy.ttl_s:g}"],
         "Cmd": None,
-        "Env": [f"{key}={value}" for key, value in {**policy.env, **_proxy_environment(policy)}.items()],
+        "Env": [f"{key}={value}" for key, value in {**policy.env, **proxy_environment(policy, phase)}.items()],
         "WorkingDir": policy.workdir,
         "User": policy.user or "",
         "Hostname": "sandbox",
@@ -96,13 +104,22 @@ def container_config(project: str, policy: SandboxPolicy, image: str, engine_cpu
     }
 
 
-def _proxy_environment(policy: SandboxPolicy) -> dict[str, str]:
-    """An allow-listed sandbox's proxy, in both spellings (tools read one or the other); they win
-    over the declared env, which must not point it elsewhere."""
-    if policy.network != "allowlist" or not policy.proxy_url:
+def _network_mode(policy: SandboxPolicy, phase: str) -> str:
+    if policy.network == "none" or not policy.network_name:
+        return "none"
+    # a phase with no network: the default one until the pool detaches it (a container created
+    # with "none" could never join a network later, when it moves to another phase)
+    return policy.phase_network(phase) or policy.network_name
+
+
+def proxy_environment(policy: SandboxPolicy, phase: str = DEFAULT_PHASE) -> dict[str, str]:
+    """An allow-listed sandbox's proxy in `phase`, in both spellings (tools read one or the other);
+    they win over the declared env and a command's own, which must not point it elsewhere. A phase
+    that names no host sets them empty: no proxy (nothing would answer)."""
+    if policy.network != "allowlist":
         return {}
     local = "localhost,127.0.0.1,::1"
-    url = policy.proxy_url
+    url = policy.phase_proxy_url(phase) or ""
     return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
             "NO_PROXY": local, "no_proxy": local}
 

@@ -2,9 +2,10 @@
 policy becomes limits) translated to a Pod manifest, for the broker's Kubernetes backend.
 
 The pod's labels are the ones the rendered NetworkPolicies select (render/kubernetes.py: role
-`sandbox`, owner = the leasing server's service), so a sandbox's network is its policy's there
-too. What a pod has no field for: the pids limit (the kubelet's podPidsLimit), the log driver
-(the agent's stream goes through the kubelet's attach; its container log is what it writes).
+`sandbox`, owner = the leasing server's service, and an allow-listed sandbox's egress phase), so
+a sandbox's network is its policy's there too. What a pod has no field for: the pids limit (the
+kubelet's podPidsLimit), the log driver (the agent's stream goes through the kubelet's attach;
+its container log is what it writes).
 
 Unlike Docker, Kubernetes attaches only to a running container and passes on only what is
 written after: the launcher first waits for one line on stdin (which the broker sends once it is
@@ -19,7 +20,9 @@ from typing import Any
 from gym_compose.contract import KUBERNETES_PART_OF as PART_OF
 from gym_compose.contract import KUBERNETES_ROLE_LABEL as ROLE_LABEL
 from gym_compose.contract import KUBERNETES_SANDBOX_OWNER_LABEL as SANDBOX_OWNER_LABEL
+from gym_compose.contract import KUBERNETES_SANDBOX_PHASE_LABEL as SANDBOX_PHASE_LABEL
 from gym_compose.contract import KUBERNETES_SANDBOX_ROLE as SANDBOX_ROLE
+from gym_compose.contract import SANDBOX_PHASE_LABEL as DOCKER_PHASE_LABEL
 from gym_compose.sandbox.policy import PROJECT_LABEL, SERVER_LABEL
 
 SANDBOX_SERVER_ANNOTATION = "gym-compose.io/sandbox-server"
@@ -100,7 +103,9 @@ def pod_manifest(config: dict[str, Any], name: str, owner_service: str) -> dict[
         "metadata": {
             "name": name,
             "labels": {PART_OF: label_value(labels[PROJECT_LABEL]), ROLE_LABEL: SANDBOX_ROLE,
-                       SANDBOX_OWNER_LABEL: label_value(owner_service)},
+                       SANDBOX_OWNER_LABEL: label_value(owner_service),
+                       **({SANDBOX_PHASE_LABEL: label_value(labels[DOCKER_PHASE_LABEL])}
+                          if DOCKER_PHASE_LABEL in labels else {})},
             "annotations": {SANDBOX_SERVER_ANNOTATION: labels[SERVER_LABEL], **{
                 key: str(value) for key, value in labels.items() if key.startswith("io.gym-compose.sandbox.")}},
         },

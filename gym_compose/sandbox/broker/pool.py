@@ -20,6 +20,7 @@ from collections import OrderedDict, deque
 from typing import Any, Optional
 
 from gym_compose.contract import BROKER_PULLED_LINE
+from gym_compose.contract import EGRESS_DEFAULT_PHASE as DEFAULT_PHASE
 from gym_compose.net.incarnation import Incarnations
 from gym_compose.sandbox.broker.admission import Admission
 from gym_compose.sandbox.broker.backend import SandboxBackend
@@ -149,9 +150,10 @@ class SandboxPool:
         policy = self._policy(server)
         snapshot = self._snapshot_for(server, request)
         image = request.image or (snapshot.base_image if snapshot else policy.image)
-        reason = refusal(policy, request, image)
+        reason = refusal(policy, request, image) or policy.phase_refusal(request.phase)
         if reason:
             raise Refused(reason)
+        phase = request.phase or DEFAULT_PHASE
         image = snapshot.image if snapshot else policy.resolve_image(image)
         wants_warm = (snapshot is None and image == policy.image and request.cpu is None
                       and request.memory_mib is None)
@@ -177,7 +179,9 @@ class SandboxPool:
         finally:
             self.admission.waiting -= 1
         if sandbox is None:
-            sandbox = await self._start(policy, image, deadline, cpus=cpus, memory_bytes=memory_bytes)
+            sandbox = await self._start(policy, image, deadline, cpus=cpus, memory_bytes=memory_bytes, phase=phase)
+        elif phase != sandbox.phase:  # a warm one, started in the default phase
+            await self.move_to_phase(sandbox, phase)
         sandbox.state = "leased"
         sandbox.cpus, sandbox.memory_bytes = cpus, memory_bytes
         sandbox.forked_from = snapshot.id if snapshot else None
@@ -323,15 +327,16 @@ class SandboxPool:
         finally:
             self.admission.evicting -= 1
 
-    async def _start(self, policy: SandboxPolicy, image: str, deadline: float,
-                     cpus: Optional[float] = None, memory_bytes: Optional[int] = None) -> Sandbox:
+    async def _start(self, policy: SandboxPolicy, image: str, deadline: float, cpus: Optional[float] = None,
+                     memory_bytes: Optional[int] = None, phase: str = DEFAULT_PHASE) -> Sandbox:
         """Start a sandbox in a slot the caller reserved (given back if the start fails).
 
         The start runs to its end even when the caller gives up: an engine call abandoned halfway
         (a container removed while it starts) can leave the engine's network bookkeeping behind.
         A sandbox whose caller went away is destroyed once it has started."""
         name = container_name(self.settings.project, policy.server, secrets.token_hex(4))
-        sandbox = Sandbox(id=name, server=policy.server, image=image, policy=policy, workdir=policy.workdir)
+        sandbox = Sandbox(id=name, server=policy.server, image=image, policy=policy, workdir=policy.workdir,
+                          phase=phase)
         self.sandboxes[name] = sandbox
         launch = asyncio.get_running_loop().create_task(self._launch(sandbox, deadline, cpus, memory_bytes))
         self._launches.add(launch)
@@ -354,8 +359,13 @@ class SandboxPool:
             await self.admission.start_slot(deadline)
             began = time.monotonic()  # a start's time is the engine's and the agent's, not the throttle's queue
             try:
-                config = container_config(self.settings.project, policy, image, self.node_cpus, memory_bytes, cpus)
+                config = container_config(self.settings.project, policy, image, self.node_cpus, memory_bytes, cpus,
+                                          sandbox.phase)
                 sandbox.container_id = await self.backend.create(config, name)
+                if policy.network == "allowlist" and policy.network_name \
+                        and policy.phase_network(sandbox.phase) is None:
+                    # a phase that names no host: off its network before anything in it runs
+                    await self.backend.detach(sandbox.container_id, policy.network_name)
                 reader, writer = await self.backend.attach(sandbox.container_id)
                 channel = AgentChannel(reader, writer, name)
                 sandbox.channel = channel
@@ -492,6 +502,26 @@ class SandboxPool:
             self._refilling.discard(server)
 
     # -- commands and files ----------------------------------------------------------------------
+
+    async def move_to_phase(self, sandbox: Sandbox, phase: str) -> float:
+        """Move a sandbox to another egress phase: off its phase's network, onto the new one's (none
+        for a phase that names no host); what runs in it keeps running, under the new phase's reach.
+        Seconds it took. A move that fails halfway destroys the sandbox: it is never left between
+        phases, nor in the old one while its server believes it moved."""
+        policy = sandbox.policy
+        began = time.monotonic()
+        async with sandbox.phase_lock:
+            if phase == sandbox.phase:
+                return 0.0
+            try:
+                await self.backend.move_to_phase(sandbox.container_id, policy.phase_network(sandbox.phase),
+                                                 policy.phase_network(phase), phase)
+            except BackendError as error:
+                self._bury(sandbox.id, f"could not be moved to egress phase {phase!r}: {error}")
+                await self.destroy(sandbox, f"could not be moved to egress phase {phase!r}")
+                raise
+            sandbox.phase = phase
+        return time.monotonic() - began
 
     async def exec(self, sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
         _not_paused(sandbox)

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from gym_compose.contract import EGRESS_DEFAULT_PHASE as DEFAULT_PHASE
 from gym_compose.sandbox.policy import BrokerSettings, SandboxPolicy
 
 MEMORY_SHARE = 0.75  # of the engine's memory that sandbox limits may add up to
@@ -58,13 +59,15 @@ class Sandbox:
     pull_wait_s: float = 0.0  # of that, waiting for its image to be pulled (0 from the warm pool)
     caller: Optional[str] = None  # the start of the server's container that leased it (net/incarnation.py)
     commands: int = 0
+    phase: str = DEFAULT_PHASE  # its egress phase (allow-lists with `phases`; SandboxPool.move_to_phase)
+    phase_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def describe(self) -> dict[str, Any]:
         return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
                 "created_at": self.created_at, "age_s": round(time.monotonic() - self.started, 3),
                 "session": self.metadata.get("session"), "metadata": self.metadata, "workdir": self.workdir,
                 "memory": self.policy.memory, "forked_from": self.forked_from, "commands": self.commands,
-                "caller": self.caller}
+                "caller": self.caller, "phase": self.phase}
 
 
 def oom_reason(policy: SandboxPolicy) -> str:
