@@ -79,12 +79,14 @@ class Broker:
 
 
 @pytest.fixture
-def broker(tmp_path, monkeypatch):
+def broker(tmp_path, monkeypatch, request):
+    """A loopback broker for the server `coder` on the fake engine; its policy is the default one
+    updated by the fixture's indirect parameter (a dict of SandboxPolicy fields), if any."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     engine = RecordingBackend()
-    policy = SandboxPolicy(server="coder", image="img", workdir=str(workdir), network="none", memory_bytes=256 << 20,
-                           timeout_s=20)
+    fields = {"network": "none", "memory_bytes": 256 << 20, "timeout_s": 20, **getattr(request, "param", {})}
+    policy = SandboxPolicy(server="coder", image="img", workdir=str(workdir), **fields)
     pool = SandboxPool(engine, BrokerSettings(project="c", servers={"coder": policy}))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -13,12 +13,14 @@ import time
 import uuid
 from typing import Any, Optional
 
-from gym_compose.sandbox.broker.broker_errors import BackendError, NotFound
+from gym_compose.sandbox.broker.broker_errors import BackendError, BrokerError, NotFound
 
 FRAME = struct.Struct(">BxxxI")
 
 
 class FakeBackend:
+    moves_phases = True
+
     def __init__(self, cores: int = 2, memory: int = 8 << 30, images: Optional[set[str]] = None):
         self.cores, self.memory = cores, memory
         self.known_images = images  # None: every image exists
@@ -33,6 +35,8 @@ class FakeBackend:
         self.image_sizes: dict[str, int] = {}  # default 1 GiB
         self.removed_images: list[str] = []  # by the image budget
         self.paused: set[str] = set()
+        self.network_calls: list[tuple[str, str, Optional[str], Optional[str]]] = []  # (call, name, leave, join)
+        self.move_error: Optional[BrokerError] = None  # what the next move raises
 
     async def pull(self, image: str, progress) -> None:
         self.pulls.append(image)
@@ -56,7 +60,7 @@ class FakeBackend:
             raise NotFound(f"No such image: {config['Image']}")
         container_id = uuid.uuid4().hex
         self.boxes[container_id] = {"config": config, "name": name, "process": None, "oom": False,
-                                         "labels": config["Labels"]}
+                                    "labels": config["Labels"], "network": config["HostConfig"]["NetworkMode"]}
         self.created.append(config)
         return container_id
 
@@ -156,6 +160,26 @@ class FakeBackend:
         process = self._get(container_id)["process"]
         os.killpg(process.pid, signal.SIGCONT)
         self.paused.discard(container_id)
+
+    async def detach(self, container_id: str, network: str) -> None:
+        container = self._get(container_id)
+        assert container["process"] is None, "detached after its start"
+        self.network_calls.append(("detach", container["name"], network, None))
+        container["network"] = None
+
+    async def move_to_phase(self, container_id: str, leave: Optional[str], join: Optional[str], phase: str) -> None:
+        container = self._get(container_id)
+        assert container["network"] == leave, (container["network"], leave)
+        self.network_calls.append(("move", container["name"], leave, join))
+        if self.move_error is not None:
+            error, self.move_error = self.move_error, None
+            container["network"] = None  # off the old network, not on the new one
+            raise error
+        container["network"] = join
+
+    def network_of(self, name: str) -> Optional[str]:
+        (container,) = [c for c in self.boxes.values() if c["name"] == name]
+        return container["network"]
 
     async def stats(self, container_id: str) -> dict[str, Any]:
         self._get(container_id)

@@ -30,6 +30,8 @@ class AgentStdin(Protocol):
 
 
 class SandboxBackend(Protocol):
+    moves_phases: bool  # whether move_to_phase can move a running sandbox (Docker) or not (Kubernetes)
+
     async def info(self) -> dict[str, Any]:
         """`NCPU` and `MemTotal` of what the sandboxes share (the engine's host, the node)."""
         ...

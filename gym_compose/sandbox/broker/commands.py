@@ -33,8 +33,15 @@ def user_refusal(sandbox: Sandbox, request: ExecRequest) -> Optional[dict[str, A
 
 
 def agent_exec_request(sandbox: Sandbox, request: ExecRequest) -> dict[str, Any]:
-    # the proxy of the sandbox's phase now (its container's environment names the one it started in)
-    env = {**sandbox.env, **request.env, **proxy_environment(sandbox.policy, sandbox.phase)}
+    env = {**sandbox.env, **request.env}
+    if sandbox.policy.network == "allowlist":
+        proxy = proxy_environment(sandbox.policy, sandbox.phase)
+        if sandbox.phase == sandbox.started_phase:
+            # the container's environment names this phase's proxy (on Kubernetes, as the service
+            # links filled it in): it wins over a declared or a command's own
+            env = {key: value for key, value in env.items() if key not in proxy}
+        else:
+            env.update(proxy)  # moved since its start (Docker only): the proxy of the phase it is in now
     return {"command": request.command, "cwd": request.cwd or sandbox.workdir, "env": env,
             "timeout_s": command_timeout(sandbox, request), "max_output_bytes": output_limit(sandbox, request),
             "shell": sandbox.policy.shell}

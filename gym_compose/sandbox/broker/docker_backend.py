@@ -25,6 +25,8 @@ PULL_STALL_S = 120.0  # BrokerSettings.pull_stall_s
 class DockerBackend:
     """The `SandboxBackend` of the compose and swarm targets (backend.py)."""
 
+    moves_phases = True
+
     def __init__(self, socket_path: Optional[str] = None, workers: int = 8,
                  registry_auth: Optional[dict[str, dict[str, str]]] = None, pull_stall_s: float = PULL_STALL_S):
         import requests  # the SDK's transport

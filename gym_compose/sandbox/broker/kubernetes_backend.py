@@ -52,6 +52,8 @@ DOCKER_HEADER_STREAM = {STDOUT: 1, STDERR: 2}
 
 
 class KubernetesBackend:
+    moves_phases = False  # a pod's phase is its label at creation (move_to_phase)
+
     def __init__(self, api_url: Optional[str] = None, namespace: Optional[str] = None, token: Optional[str] = None,
                  ca_file: Optional[str] = None, owners: Optional[dict[str, str]] = None):
         in_cluster = os.environ.get("KUBERNETES_SERVICE_HOST")

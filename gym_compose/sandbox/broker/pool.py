@@ -153,10 +153,10 @@ class SandboxPool:
         reason = refusal(policy, request, image) or policy.phase_refusal(request.phase)
         if reason:
             raise Refused(reason)
-        phase = request.phase or DEFAULT_PHASE
+        phase = request.phase or DEFAULT_PHASE  # warm sandboxes wait in the default one
         image = snapshot.image if snapshot else policy.resolve_image(image)
         wants_warm = (snapshot is None and image == policy.image and request.cpu is None
-                      and request.memory_mib is None)
+                      and request.memory_mib is None and (phase == DEFAULT_PHASE or self.backend.moves_phases))
         cpus = request.cpu if request.cpu is not None else snapshot.cpus if snapshot else None
         memory_bytes = (request.memory_mib << 20 if request.memory_mib is not None
                         else snapshot.memory_bytes if snapshot else None)
@@ -336,7 +336,7 @@ class SandboxPool:
         A sandbox whose caller went away is destroyed once it has started."""
         name = container_name(self.settings.project, policy.server, secrets.token_hex(4))
         sandbox = Sandbox(id=name, server=policy.server, image=image, policy=policy, workdir=policy.workdir,
-                          phase=phase)
+                          phase=phase, started_phase=phase)
         self.sandboxes[name] = sandbox
         launch = asyncio.get_running_loop().create_task(self._launch(sandbox, deadline, cpus, memory_bytes))
         self._launches.add(launch)

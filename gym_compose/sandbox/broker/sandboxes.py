@@ -60,6 +60,7 @@ class Sandbox:
     caller: Optional[str] = None  # the start of the server's container that leased it (net/incarnation.py)
     commands: int = 0
     phase: str = DEFAULT_PHASE  # its egress phase (allow-lists with `phases`; SandboxPool.move_to_phase)
+    started_phase: str = DEFAULT_PHASE  # the phase its container was created in (whose proxy its env names)
     phase_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def describe(self) -> dict[str, Any]:
