@@ -171,3 +171,27 @@ def test_a_sandbox_is_made_on_its_phases_network_with_its_phases_proxy(roots):
     plain = container_config("p", policy.model_copy(update={"network": "internal"}), "img", 2.0)
     assert "io.gym-compose.sandbox.phase" not in plain["Labels"]
     assert "gym-compose.io/sandbox-phase" not in pod_manifest(plain, "p-sbx-coder-2", "coder")["metadata"]["labels"]
+
+
+def test_kubernetes_policies_evaluated_let_a_pod_reach_its_phases_proxy_and_nothing_else(roots):
+    from gym_compose.render.kubernetes import kubernetes_manifests
+    from gym_compose.sandbox.broker.pod import pod_manifest
+    from tests.support.network_policies import allowed, connects
+
+    stack = plan_stack(config(PHASED), roots, StackOptions(project="p"))
+    manifests, _ = kubernetes_manifests(stack, IMAGES)
+    policies = [m for m in manifests if m["kind"] == "NetworkPolicy"]
+    pods = {m["metadata"]["name"]: {"namespace": "ns", "labels": m["spec"]["template"]["metadata"]["labels"]}
+            for m in manifests if m["kind"] in ("Deployment", "Job")}
+    policy = stack.sandboxes.server("coder").policy.model_copy(update={"image": "img"})
+    proxies = {"default": "coder-egress-proxy", "verify": "coder-egress-proxy-verify", "offline": None}
+    assert {"coder", "head", "sandbox-broker", *filter(None, proxies.values())} <= set(pods)
+    kube_dns = {"namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}}
+    for phase, own_proxy in proxies.items():
+        sandbox = {"namespace": "ns", "labels": pod_manifest(container_config("p", policy, "img", 2.0, phase=phase),
+                                                             f"sbx-{phase}", "coder")["metadata"]["labels"]}
+        for name, pod in pods.items():
+            assert connects(policies, sandbox, pod) == (name == own_proxy), (phase, name)
+            assert connects(policies, pod, sandbox) == (name == "coder"), (phase, name)  # its server reaches in
+        assert not allowed(policies, "Egress", sandbox, kube_dns), phase
+        assert not allowed(policies, "Egress", sandbox, {"namespace": "elsewhere", "labels": {}}), phase

@@ -20,6 +20,7 @@ from gym_compose.render.kubernetes import (
     quantity,
     write_manifests,
 )
+from tests.support.network_policies import allowed, connects
 from tests.support.plans import weather_config
 
 K8S_VERSION = "1.30.0"
@@ -197,33 +198,6 @@ def test_a_nemo_gym_runtime_server_gets_the_same_default_memory_as_under_compose
     assert limit == {"weather": quantity("2g", "x"), "weather-env": quantity("512m", "x")}
 
 
-def _selects(selector: dict, labels: dict) -> bool:
-    return all(labels.get(key) == value for key, value in (selector.get("matchLabels") or {}).items())
-
-
-def _peer_matches(peer: dict, pod: dict) -> bool:
-    """A NetworkPolicy peer against a pod {"namespace", "labels"} (the policies' namespace is "ns")."""
-    assert "ipBlock" not in peer  # none rendered; ipBlock rules would need addresses
-    if "namespaceSelector" not in peer and pod["namespace"] != "ns":
-        return False
-    return _selects(peer.get("podSelector") or {}, pod["labels"])
-
-
-def _allowed(policies: list[dict], direction: str, subject: dict, peer: dict) -> bool:
-    """Whether `subject`'s policies let traffic of `direction` (Ingress: from peer, Egress: to peer)."""
-    key, field = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
-    selecting = [policy["spec"] for policy in policies if direction in policy["spec"]["policyTypes"]
-                 and subject["namespace"] == "ns" and _selects(policy["spec"]["podSelector"], subject["labels"])]
-    if not selecting:
-        return True  # not isolated in this direction
-    return any(not rule.get(field) or any(_peer_matches(p, peer) for p in rule[field])
-               for spec in selecting for rule in spec.get(key) or [])
-
-
-def connects(policies: list[dict], source: dict, target: dict) -> bool:
-    return _allowed(policies, "Egress", source, target) and _allowed(policies, "Ingress", target, source)
-
-
 def test_no_pod_of_the_project_admits_a_sandbox_and_a_sandbox_admits_only_its_owner(tmp_path):
     """The NetworkPolicies evaluated as a cluster applies them, over every pod the manifests make and
     the sandbox pods the broker makes (its own pod_manifest), for each network policy."""
@@ -269,12 +243,12 @@ def test_no_pod_of_the_project_admits_a_sandbox_and_a_sandbox_admits_only_its_ow
         for other_owner, other in sandboxes.items():
             assert other_owner == owner or not connects(policies, sandbox, other), (owner, other_owner)
         # an allow-listed pod resolves no names (it finds its proxy by the Service's variables)
-        assert _allowed(policies, "Egress", sandbox, kube_dns) == (network not in ("none", "allowlist"))
+        assert allowed(policies, "Egress", sandbox, kube_dns) == (network not in ("none", "allowlist"))
         (own,) = [policy["spec"] for policy in policies
                   if policy["spec"]["podSelector"]["matchLabels"].get("gym-compose.io/sandbox-owner") == owner]
         assert (own["egress"] == [{}]) == (network == "egress")  # egress: also the world outside the cluster
     # the proxy: nothing of the project answers it; it goes out anywhere (its filter decides)
     for name, pod in pods.items():
         assert name == proxy or not connects(policies, pods[proxy], pod), name
-    assert _allowed(policies, "Egress", pods[proxy], {"namespace": "elsewhere", "labels": {}})
+    assert allowed(policies, "Egress", pods[proxy], {"namespace": "elsewhere", "labels": {}})
     assert all(rule != {} for policy in policies for rule in policy["spec"].get("ingress") or [])  # none admits all

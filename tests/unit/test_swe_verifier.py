@@ -132,6 +132,16 @@ def test_the_reference_fix_resolves_with_the_hidden_tests_only_in_the_fresh_sand
                                                                                "/workspace/eval.sh"}
 
 
+def test_a_sandbox_starts_in_the_egress_phase_named_like_its_purpose_when_one_is_declared(tmp_path):
+    phases = {"network": {"egress": {"allow": ["pypi.org"], "phases": {"verify": []}}}}
+    _, verify, sandboxes = verify_with(tmp_path, apply_reference, sandbox_config=phases)
+    assert verify.json()["reward"] == 1.0
+    assert sandboxes[0].spec.provider_options == {} and sandboxes[1].spec.provider_options == {"phase": "verify"}
+    _, _, plain = verify_with(tmp_path / "plain", apply_reference,
+                              sandbox_config={"network": {"egress": {"allow": ["pypi.org"]}}})
+    assert [sandbox.spec.provider_options for sandbox in plain] == [{}, {}]
+
+
 def test_no_change_scores_zero_naming_the_failing_tests(tmp_path):
     _, verify, _ = verify_with(tmp_path)
     result = verify.json()

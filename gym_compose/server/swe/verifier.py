@@ -118,7 +118,18 @@ class SWEVerifier(SimpleResourcesServer):
         declared = self.config.sandbox_config
         return SandboxSpec(image=self.image_of(row), workdir=REPOSITORY, files=files or {},
                            ttl_s=declared.get("ttl_s"), ready_timeout_s=declared.get("ready_timeout_s"),
-                           metadata={"session": session_id, "instance_id": row.instance_id[:63], "purpose": purpose})
+                           metadata={"session": session_id, "instance_id": row.instance_id[:63], "purpose": purpose},
+                           provider_options=self._phase_options(purpose))
+
+    def _phase_options(self, purpose: str) -> dict[str, Any]:
+        """The broker's egress phase named like the sandbox's purpose ("agent", "verify"), when the
+        server's allow-list declares one (network.egress.phases; docs/sandboxes.md#egress-phases)."""
+        network = self.config.sandbox_config.get("network")
+        egress = network.get("egress") if isinstance(network, dict) else None
+        phases = egress.get("phases") if isinstance(egress, dict) else None
+        if self.config.sandbox_provider or not isinstance(phases, dict) or purpose not in phases:
+            return {}
+        return {"phase": purpose}
 
     def image_of(self, row: SWERow) -> str:
         return row_image(row, self.config.image_repository, self.config.image_template)
