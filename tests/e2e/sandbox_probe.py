@@ -2,7 +2,7 @@
 leases sandboxes through the real client API and prints one JSON object with what it saw.
 
     python - isolation HOST_IP... | python - leases N | python - refusals IMAGE | python - reach JSON
-    | python - script PYTHON_SOURCE ARG...
+    | python - script PYTHON_SOURCE ARG... | python - phases PYTHON_SOURCE TARGETS_JSON
 """
 
 import asyncio
@@ -129,6 +129,41 @@ async def run_script(script, args):
         await sandbox.stop()
 
 
+async def phase_report(script, targets):
+    """`script` (egress_allow.CHECKS) run with `targets` in one sandbox as it moves from the
+    default egress phase to `verify` and `offline`, and in one leased in `verify` from the start."""
+
+    async def checks(sandbox, prefix=""):
+        result = await sandbox.exec(f"{prefix}python3 checks.py {shlex.quote(targets)}", timeout_s=120)
+        return json.loads(result.stdout) if result.return_code == 0 else {"failed": result.stderr}
+
+    report = {}
+    sandbox = await AsyncSandbox().start(SandboxSpec(metadata={"session": "phases"}))
+    try:
+        await sandbox.write_file("checks.py", script)
+        report["default"] = await checks(sandbox)
+        old_proxy = report["default"]["env"]["HTTPS_PROXY"]
+        report["moved"] = [await sandbox.set_phase("verify"), await sandbox.set_phase("verify")]
+        report["verify"] = await checks(sandbox)
+        # a process that kept the default phase's proxy (as one started before the move has)
+        report["verify_with_the_old_proxy"] = await checks(
+            sandbox, f"env HTTP_PROXY={old_proxy} HTTPS_PROXY={old_proxy} http_proxy={old_proxy} https_proxy={old_proxy} ")
+        await sandbox.set_phase("offline")
+        report["offline"] = await checks(sandbox)
+        report["offline_interfaces"] = (await sandbox.exec("ls /sys/class/net")).stdout.split()
+        await sandbox.set_phase("default")
+        report["back_to_default"] = await checks(sandbox)
+    finally:
+        await sandbox.stop()
+    leased = await AsyncSandbox().start(SandboxSpec(metadata={"session": "phases"}, provider_options={"phase": "verify"}))
+    try:
+        await leased.write_file("checks.py", script)
+        report["leased_in_verify"] = await checks(leased)
+    finally:
+        await leased.stop()
+    return report
+
+
 async def reach(sandbox, host, port):
     result = await sandbox.exec(f"python3 -c '{CONNECT}' {host} {port}", timeout_s=20)
     return (result.stdout or "").strip() or result.stderr
@@ -223,6 +258,8 @@ def main():
         result = refusals(sys.argv[2])
     elif kind == "script":
         result = asyncio.run(run_script(sys.argv[2], sys.argv[3:]))
+    elif kind == "phases":
+        result = asyncio.run(phase_report(sys.argv[2], sys.argv[3]))
     elif kind == "reach":
         result = asyncio.run(reach_report(json.loads(sys.argv[2])))
     else:

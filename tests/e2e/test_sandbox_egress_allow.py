@@ -21,6 +21,7 @@ from tests.support.egress_allow import (
     CONFIG,
     REFUSED,
     check_allowed_and_refused,
+    check_phases,
     in_sandbox,
     requests_seen,
     start_index_server,
@@ -96,3 +97,15 @@ def test_the_proxy_runs_unprivileged_and_logs_the_refusals(stack):
     logged = run("docker", "logs", proxy, timeout=60)
     logs = logged.stdout + logged.stderr
     assert 'Proxying refused on filtered domain "refused.test"' in logs, logs[-3000:]
+
+
+def test_a_sandbox_moved_to_another_phase_reaches_that_phases_hosts_alone(stack):
+    reach, _ = stack
+    check_phases(reach)
+    proxy = reach.container("reach-allowlist-egress-proxy-verify")
+    (details,) = inspect(proxy)
+    assert sorted(details["NetworkSettings"]["Networks"]) == [f"{reach.project}-sandbox-egress",
+                                                               f"{reach.project}-sbx-reach-allowlist-verify"]
+    assert inspect_network(f"{reach.project}-sbx-reach-allowlist-verify")["Internal"] is True
+    server = inspect(reach.container("reach-allowlist"))[0]
+    assert f"{reach.project}-sbx-reach-allowlist-verify" not in server["NetworkSettings"]["Networks"]

@@ -166,8 +166,9 @@ def test_nothing_of_the_project_answers_a_sandbox_on_swarm(swarm_node, tmp_path)
 def test_an_allow_listed_sandbox_reaches_its_hosts_alone_on_swarm(swarm_node, tmp_path):
     """tests/e2e/test_sandbox_egress_allow.py's checks on overlay networks: the proxy is a Swarm
     service on the internal sandbox overlay and the (attachable) egress overlay, where the test's
-    own server stands under the allowed and refused names."""
-    from tests.support.egress_allow import CONFIG, check_allowed_and_refused, start_index_server
+    own server stands under the allowed and refused names; a sandbox moved between egress phases
+    leaves one overlay for the next."""
+    from tests.support.egress_allow import CONFIG, check_allowed_and_refused, check_phases, start_index_server
     from tests.support.sandbox_reach import check_reach, start_stack
 
     project = f"{PROJECT_PREFIX}-swa"
@@ -176,6 +177,7 @@ def test_an_allow_listed_sandbox_reaches_its_hosts_alone_on_swarm(swarm_node, tm
         stack = start_stack(tmp_path, project, "--target", "swarm", config_text=CONFIG)
         index = start_index_server(project)
         check_allowed_and_refused(stack, index)
+        check_phases(stack)
         check_reach(stack, "allowlist")
     finally:
         if index:

@@ -1,6 +1,6 @@
 """The egress allow-list checks (tests/e2e/test_sandbox_egress_allow.py on compose, test_swarm.py on
 Swarm): a python_sandbox server whose sandboxes may reach `pkgs.allowed.test` and
-`*.mirror.allowed.test` only, a small HTTP server of the test's own on the project's egress
+`*.mirror.allowed.test` only (in its `verify` phase `refused.test` alone, in `offline` no host), a small HTTP server of the test's own on the project's egress
 network under those names and `refused.test` (network aliases, so the proxy resolves them as it
 would pypi.org), and a script run in a sandbox that asks through the proxy and around it."""
 
@@ -25,7 +25,10 @@ reach_allowlist:
         memory: 128m
         warm_pool: 1
         shell: /bin/sh
-        network: {{egress: {{allow: [{ALLOWED}, "*.mirror.allowed.test"]}}}}
+        network:
+          egress:
+            allow: [{ALLOWED}, "*.mirror.allowed.test"]
+            phases: {{verify: [{REFUSED}], offline: []}}
 """
 # The test's own server on the egress side: answers every request on 80 and 443 with the Host it
 # was asked for, and prints one line per request (its log is what reached it).
@@ -49,7 +52,7 @@ threading.Event().wait()
 # Run in a sandbox: each check's answer in one JSON object.
 CHECKS = """
 import errno, json, os, socket, sys, time, urllib.error, urllib.parse, urllib.request
-proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+proxy = urllib.parse.urlsplit(os.environ.get("HTTPS_PROXY") or "http://no-proxy:1")
 targets = json.loads(sys.argv[1])
 out = {"env": {key: os.environ.get(key) for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
                                                    "NO_PROXY", "no_proxy")}}
@@ -168,3 +171,30 @@ def check_allowed_and_refused(reach: ReachStack, index: str) -> None:
     # what reached the test's server: the allowed requests, nothing for the refused name
     hosts = [line.split()[1] for line in requests_seen(index)]
     assert REFUSED not in " ".join(hosts) and ALLOWED in hosts and WILDCARD_MATCH in hosts, hosts
+
+
+def check_phases(reach: ReachStack) -> None:
+    """A sandbox moved to `verify` reaches `refused.test` alone, through that phase's proxy, and
+    not through the default phase's (which a process started before the move still names); in
+    `offline` it has loopback alone; back in the default phase it reaches the default list again;
+    one leased in `verify` is there from its start."""
+    targets = {"http": [ALLOWED, REFUSED], "resolve": []}
+    report = reach.probe("reach-allowlist", "phases", CHECKS, json.dumps(targets))
+    default_proxy = report["default"]["env"]["HTTPS_PROXY"]
+    assert report["moved"] == [True, False], report
+    for step in ("default", "back_to_default"):
+        assert report[step]["http"][ALLOWED] == [200, f"hello from {ALLOWED}"], (step, report)
+        assert report[step]["http"][REFUSED][0] == 403, (step, report)
+    for step in ("verify", "leased_in_verify"):
+        seen = report[step]
+        verify_proxy = seen["env"]["HTTPS_PROXY"]
+        assert verify_proxy != default_proxy and verify_proxy.startswith("http://reach-allowlist-egress-proxy-")
+        assert seen["http"][REFUSED] == [200, f"hello from {REFUSED}"], (step, report)
+        status, message = seen["http"][ALLOWED]
+        assert status == 403 and f"Filtered: http://{ALLOWED}/simple/" in message, (step, report)
+    old = report["verify_with_the_old_proxy"]["http"]
+    assert old[ALLOWED][0] == old[REFUSED][0] == "error", report  # the default proxy is off this network
+    offline = report["offline"]
+    assert set(offline["env"].values()) == {"", "localhost,127.0.0.1,::1"}, report
+    assert [offline["http"][ALLOWED][0], offline["http"][REFUSED][0]] == ["error", "error"], report
+    assert report["offline_interfaces"] == ["lo"], report
