@@ -62,6 +62,8 @@ READY_PATH = "/_gym_compose/ready"  # 200 once the server (the head: every serve
 # model servers with late-bound upstreams: GET the base URLs, PUT {"base_url": [...]} to replace them
 UPSTREAMS_PATH = "/_gym_compose/upstreams"
 TIME_LEFT_HEADER = "x-gym-time-left"  # seconds a callee has; it gives its own callees less
+# RUN/TASK/ROLLOUT of the collector's rollout a request serves, handed down every hop (checkpoints)
+ROLLOUT_HEADER = "x-gym-rollout"
 
 # --- containers -----------------------------------------------------------------------------
 SERVER_UID = 10001  # the base image's unprivileged `server` user (and group)

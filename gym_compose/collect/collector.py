@@ -23,7 +23,7 @@ from gym_compose.collect.jsonl import (
 from gym_compose.collect.lease import RunStop, watch_lease
 from gym_compose.collect.lock import RunFolderLock
 from gym_compose.collect.options import CollectOptions, CollectResult
-from gym_compose.collect.progress import ProgressTracker
+from gym_compose.collect.progress import ProgressTracker, run_id_for
 from gym_compose.collect.prompt import load_prompt_config
 from gym_compose.collect.resume import PriorRuns, load_prior_runs
 from gym_compose.collect.routing import RoutingTable, routing_table_from_config
@@ -73,7 +73,8 @@ def _collect(routing: RoutingTable, options: CollectOptions, progress: ProgressC
         if prior.attempts_left(key, options.max_attempts):
             attempt = prior.failed_attempts[key]
             pending.append({**row, ATTEMPT_INDEX: attempt} if attempt else row)
-    tracker = ProgressTracker(options.output_dir, total=len(rows),
+    run_id = run_id_for(options.output_dir, options.resume)  # before the tracker rewrites progress.json
+    tracker = ProgressTracker(options.output_dir, total=len(rows), run_id=run_id,
                               done_before=len(prior.done & {rollout_key(r) for r in rows}),
                               reward_sum_before=prior.reward_sum, rewarded_before=prior.rewarded, callback=progress)
     tracker.write()
@@ -156,7 +157,7 @@ async def _run_all(pending, routing: RoutingTable, options: CollectOptions, roll
             server = routing.server_for_row(row, "materialized row")
             try:
                 with stop.rollout():
-                    outcome, record = await run_rollout(client, server, row)
+                    outcome, record = await run_rollout(client, server, row, tracker.run_id)
             except asyncio.CancelledError:
                 if not stop.requested:
                     raise

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 from urllib.parse import urlsplit
 
 import orjson
 
 from gym_compose.collect.routing import EnvironmentServer, taskset_of
-from gym_compose.contract import TIME_LEFT_HEADER
+from gym_compose.contract import ROLLOUT_HEADER, TIME_LEFT_HEADER
 from gym_compose.metrics.row_keys import ATTEMPT_INDEX, ENVIRONMENT_SERVER, ROLLOUT_INDEX, TASK_INDEX
 from gym_compose.net.http_client import HttpClient, HttpResponse, PeerConnectError, PeerTimeout
 
@@ -51,10 +51,18 @@ def _address(base_url: str) -> tuple[str, int, str]:
     return parts.hostname or "", parts.port or 80, parts.path.rstrip("/") + "/run"
 
 
-async def _post_run(client: HttpClient, server: EnvironmentServer, row: dict[str, Any]) -> HttpResponse:
+def rollout_id(run_id: str, row: dict[str, Any]) -> str:
+    """RUN/TASK/ROLLOUT: the same for every attempt of a rollout in one run folder (resume included)."""
+    return f"{run_id}/{row.get(TASK_INDEX)}/{row.get(ROLLOUT_INDEX)}"
+
+
+async def _post_run(client: HttpClient, server: EnvironmentServer, row: dict[str, Any],
+                    run_id: Optional[str]) -> HttpResponse:
     content = orjson.dumps(request_body(row))
     host, port, path = _address(server.base_url)
     headers = {TIME_LEFT_HEADER: f"{client.timeout:.3f}"}
+    if run_id is not None:
+        headers[ROLLOUT_HEADER] = rollout_id(run_id, row)
     for delay in (*CONNECT_RETRY_DELAYS_S, None):
         try:
             return await client.request("POST", host, port, path, content=content, headers=headers)
@@ -65,12 +73,14 @@ async def _post_run(client: HttpClient, server: EnvironmentServer, row: dict[str
     raise AssertionError("unreachable")
 
 
-async def run_rollout(client: HttpClient, server: EnvironmentServer, row: dict[str, Any]) -> Outcome:
-    """One POST /run through `client` (the collector's one pooled keep-alive client)."""
+async def run_rollout(client: HttpClient, server: EnvironmentServer, row: dict[str, Any],
+                      run_id: Optional[str] = None) -> Outcome:
+    """One POST /run through `client` (the collector's one pooled keep-alive client); `run_id`
+    (the run folder's) names the rollout to the servers (contract.ROLLOUT_HEADER)."""
     status = None
     body = b""
     try:
-        response = await _post_run(client, server, row)
+        response = await _post_run(client, server, row, run_id)
         status, body = response.status, response.body
         if status >= 400:
             error_type, message = describe_error_answer(server, status, body)

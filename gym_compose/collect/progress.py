@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,6 +14,16 @@ from gym_compose.collect.jsonl import write_atomically
 
 PROGRESS_FILE = "progress.json"
 MIN_INTERVAL_S = 0.5
+
+
+def run_id_for(output_dir: str | Path, resume: bool) -> str:
+    """The run folder's id, which names its rollouts to the servers (their checkpoints): kept
+    across `--resume` in progress.json, new for a new run (or a folder whose progress is lost)."""
+    prior = read_progress(output_dir) if resume else None
+    kept = prior.get("run_id") if prior else None
+    if isinstance(kept, str) and kept.isalnum() and len(kept) <= 64:
+        return kept
+    return secrets.token_hex(8)
 
 
 def read_progress(output_dir: str | Path) -> dict[str, Any] | None:
@@ -32,8 +43,9 @@ class ProgressTracker:
     """
 
     def __init__(self, output_dir: Path, total: int, done_before: int = 0, reward_sum_before: float = 0.0,
-                 rewarded_before: int = 0, callback=None):
+                 rewarded_before: int = 0, callback=None, run_id: str | None = None):
         self.path = Path(output_dir) / PROGRESS_FILE
+        self.run_id = run_id
         self.total = total
         self.done = done_before
         self.failed = 0
@@ -68,6 +80,7 @@ class ProgressTracker:
             "mean_reward": self._reward_sum / self._rewarded if self._rewarded else None,
             "started_at": self.started_at,
             "finished": finished,
+            **({"run_id": self.run_id} if self.run_id else {}),
         }
 
     def write(self, finished: bool = False) -> None:

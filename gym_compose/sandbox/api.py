@@ -168,6 +168,22 @@ class AsyncSandbox:
         moved = await self._provider_with("set_phase").set_phase(self._require_handle(), phase)
         return bool(moved.get("changed"))
 
+    async def checkpoint(self, key: str, state: Any = None) -> None:
+        """Save the sandbox's files now, with `state` (JSON: what the caller needs to go on from
+        here, e.g. its transcript), as checkpoint `key` of the sandbox's server, replacing an
+        earlier one of that key. Works on a sandbox handed over (connect), too."""
+        await self._provider_with("checkpoint").checkpoint(self._require_handle(), key, state)
+
+    async def restore_checkpoint(self, key: str) -> Optional[Any]:
+        """Put checkpoint `key`'s files back into this sandbox (its processes end) and return the
+        state saved with it; None when there is no such checkpoint (this sandbox is unchanged)."""
+        restored = await self._provider_with("restore_checkpoint").restore_checkpoint(self._require_handle(), key)
+        return None if restored is None else restored.get("state")
+
+    async def forget_checkpoint(self, key: str) -> bool:
+        """Remove checkpoint `key` (whether there was one)."""
+        return await self._provider_with("forget_checkpoint").forget_checkpoint(self._require_handle(), key)
+
     @classmethod
     async def from_snapshot(cls, snapshot: SandboxSnapshot | str, n: int = 1, *, provider: Any = None,
                             env: Optional[dict[str, str]] = None, metadata: Optional[dict[str, str]] = None,

@@ -247,14 +247,33 @@ class BrokerProvider:
     # -- gym-compose's extensions: snapshot, fork, restore; NeMo Gym's pause and resume ----------
 
     async def _call(self, path: str, what: str, body: Optional[dict[str, Any]] = None, timeout: float = 600.0,
-                    expect: int = 200, method: str = "POST") -> dict[str, Any]:
+                    expect: int = 200, method: str = "POST", handle: Optional[SandboxHandle] = None
+                    ) -> dict[str, Any]:
+        """The broker's JSON answer (`handle`: its grant goes along)."""
         try:
-            response = await self._request(method, path, json=body if body is not None else {}, timeout=timeout)
+            response = await self._request(method, path, json=body if body is not None else {}, timeout=timeout,
+                                           handle=handle)
         except (OSError, TimeoutError) as error:
             raise SandboxError(f"sandbox broker unreachable ({what}): {error or type(error).__name__}") from None
         if response.status != expect:
             self._raise(response, what)
         return response.json()
+
+    async def checkpoint(self, handle: SandboxHandle, key: str, state: Any) -> dict[str, Any]:
+        return await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/checkpoint",
+                                f"checkpoint {key!r} of {handle.sandbox_id}", {"key": key, "state": state},
+                                expect=201, handle=handle)
+
+    async def restore_checkpoint(self, handle: SandboxHandle, key: str) -> Optional[dict[str, Any]]:
+        restored = await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/checkpoint/restore",
+                                    f"restore of {handle.sandbox_id} to checkpoint {key!r}", {"key": key},
+                                    handle=handle)
+        return restored if restored.get("found") else None
+
+    async def forget_checkpoint(self, handle: SandboxHandle, key: str) -> bool:
+        forgotten = await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/checkpoint/forget",
+                                     f"forgetting checkpoint {key!r}", {"key": key}, handle=handle)
+        return bool(forgotten.get("forgotten"))
 
     async def snapshot(self, handle: SandboxHandle) -> SandboxSnapshot:
         taken = await self._call(f"/v1/sandboxes/{quote(handle.sandbox_id)}/snapshot",

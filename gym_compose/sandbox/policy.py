@@ -189,6 +189,23 @@ class ForkRequest(BaseModel):
         return _as_strings(value)
 
 
+class CheckpointRequest(BaseModel):
+    """POST /v1/sandboxes/{id}/checkpoint: snapshot the sandbox as checkpoint `key`, with `state`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    state: Any = None
+
+
+class CheckpointKey(BaseModel):
+    """POST /v1/sandboxes/{id}/checkpoint/restore and .../checkpoint/forget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+
+
 class PhaseRequest(BaseModel):
     """POST /v1/sandboxes/{id}/phase: move a sandbox to another egress phase."""
 

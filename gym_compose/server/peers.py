@@ -25,6 +25,7 @@ from gym_compose.net.http_client import (
 )
 from gym_compose.net.incarnation import caller_headers
 from gym_compose.server.context import instance_address
+from gym_compose.server.rollout_identity import rollout_headers
 from gym_compose.server.time_budget import call_timeout
 
 __all__ = ["PeerError", "PeerStatusError", "error_cause"]  # the peer family (net/http_client.py), and below
@@ -60,7 +61,7 @@ class PeerClient:
     ) -> HttpResponse:
         host, port = self.address(server_name)
         timeout = call_timeout(timeout or self.http.timeout)
-        headers = {**caller_headers(), **(headers or {}), TIME_LEFT_HEADER: f"{timeout:.3f}"}
+        headers = {**caller_headers(), **rollout_headers(), **(headers or {}), TIME_LEFT_HEADER: f"{timeout:.3f}"}
         deadline = None
         delay = 0.05
         while True:

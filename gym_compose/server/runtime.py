@@ -22,6 +22,7 @@ from gym_compose.net.web import (
 )
 from gym_compose.server.context import ServerConfigError, ServerContext, load_context
 from gym_compose.server.readiness import PeersReadiness, Readiness
+from gym_compose.server.rollout_identity import adopt_from_scope as adopt_rollout
 from gym_compose.server.time_budget import adopt_from_scope
 
 if TYPE_CHECKING:  # imported where used: the head serves no server class (pydantic's import: docs/performance.md)
@@ -130,6 +131,7 @@ class ServerApp:
             return
         if scope["type"] == "http":
             adopt_from_scope(scope)
+            adopt_rollout(scope)
         await self.inner(scope, receive, send)
 
 

@@ -2,7 +2,8 @@
 with the mock model scores 1.0 on every row (oracle) and writes every artifact; the adversary scores
 0.0 on every row; a patch that does not apply scores 0.0 with patch_applied false; a hanging test
 command is stopped at its limit and recorded; a sandbox killed mid-rollout becomes a failure row
-naming it and --resume finishes the run with every rollout once; swebench_pro on a machine with no
+naming it and --resume finishes the run with every rollout once, or, for an agent that checkpoints,
+goes on from the rollout's last checkpoint; swebench_pro on a machine with no
 registry and no rows says so and starts nothing. One stack serves all but the last."""
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def test_a_patch_that_does_not_apply_and_a_hanging_test_command(stack):
     assert "does not apply" in not_applied["error"]
     assert hung["reward"] == 0.0 and hung["eval_timed_out"] is True and hung["patch_applied"] is True
     assert "time limit (20 s)" in hung["error"] and "started" in hung["test_output"]
+    assert not_applied["agent_checkpoints"] >= 1 and "agent_resumed_from_step" not in not_applied
     assert hung["timings"]["tests_s"] < 120  # stopped at its limit, not after the sleep
     # this agent worked through the model's chat completions: the same trajectory items
     outputs = [item["output"] for item in not_applied["response"]["output"] if item["type"] == "function_call_output"]
@@ -143,15 +145,13 @@ def test_a_patch_that_does_not_apply_and_a_hanging_test_command(stack):
     assert any(output.startswith("exit code 1") and "patch" in output for output in outputs)  # the mock's git apply
 
 
-def test_a_killed_sandbox_fails_its_rollout_by_name_and_resume_finishes(stack):
-    slow, other = mini_rows()[2:4]
-    slow["responses_create_params"]["metadata"] = {
-        "gym_mock_script": json.dumps([{"tool": "bash", "arguments": {"command": "sleep 15"}}])}
-    rows = write_rows(stack.workdir / "kill.jsonl", [slow, other])
+def collect_killing_the_sandbox(stack: Stack, rows: Path, name: str, slow: dict) -> tuple[str, Path]:
+    """A run of `rows` in which the sandbox of row `slow` is killed while it runs `sleep 15` (its
+    script's step, so the kill lands mid-rollout by construction); the victim's name and the run folder."""
     before = set(stack.results.glob("*"))
     collector = subprocess.Popen([*CLI, "eval", "run", "--no-serve", "-p", stack.project, "--head-port",
                                   str(stack.head_port), *STACK, "--input", str(rows), "--results-dir",
-                                  str(stack.results), "--run-name", "killed"],
+                                  str(stack.results), "--run-name", name],
                                  cwd=stack.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = None
     deadline = time.monotonic() + 300
@@ -169,6 +169,15 @@ def test_a_killed_sandbox_fails_its_rollout_by_name_and_resume_finishes(stack):
     assert victim, f"the slow rollout's sandbox never showed up: {err[-2000:]}"
     assert collector.returncode == 1, err[-3000:]
     (run_dir,) = set(stack.results.glob("*")) - before
+    return victim, run_dir
+
+
+def test_a_killed_sandbox_fails_its_rollout_by_name_and_resume_finishes(stack):
+    slow, other = mini_rows()[2:4]
+    slow["responses_create_params"]["metadata"] = {
+        "gym_mock_script": json.dumps([{"tool": "bash", "arguments": {"command": "sleep 15"}}])}
+    rows = write_rows(stack.workdir / "kill.jsonl", [slow, other])
+    victim, run_dir = collect_killing_the_sandbox(stack, rows, "killed", slow)
     failures = read_rows(run_dir / "rollouts_failures.jsonl")
     assert len(failures) == 1 and victim in json.dumps(failures[0]), failures
     assert len(read_rows(run_dir / "rollouts.jsonl")) == 1
@@ -180,6 +189,36 @@ def test_a_killed_sandbox_fails_its_rollout_by_name_and_resume_finishes(stack):
     keys = [(row["_ng_task_index"], row["_ng_rollout_index"]) for row in finished]
     assert sorted(keys) == [(0, 0), (1, 0)], keys  # every rollout exactly once
     assert all(row["reward"] == 1.0 for row in finished)
+
+
+def test_after_a_crash_resume_goes_on_from_the_rollouts_last_checkpoint(stack):
+    """swebench_checks_coding_agent checkpoints after every step (checkpoint_every: 1): the rerun
+    of a rollout whose sandbox was killed at its second step starts at that step, in a sandbox
+    restored to the files of the first (which it does not run again), with the transcript so far."""
+    (slow,) = mini_rows("swebench_checks_coding_agent")[4:5]
+    slow["responses_create_params"]["metadata"] = {"gym_mock_script": json.dumps([
+        {"tool": "bash", "arguments": {"command": "echo written-before-the-crash > /var/tmp/checkpointed"}},
+        {"tool": "bash", "arguments": {"command": "sleep 15"}},
+        {"tool": "bash", "arguments": {"command": "cat /var/tmp/checkpointed"}}])}
+    rows = write_rows(stack.workdir / "checkpoint.jsonl", [slow])
+    _, run_dir = collect_killing_the_sandbox(stack, rows, "checkpointed", slow)
+    assert read_rows(run_dir / "rollouts.jsonl") == []
+
+    done, resumed_dir = stack.collect(rows, "--resume", name="checkpointed")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = read_rows(run_dir / "rollouts.jsonl")
+    assert resumed_dir == run_dir and row["reward"] == 1.0, row.get("error")
+    assert row["agent_resumed_from_step"] == 1 and row["agent_checkpoints"] >= 1
+    calls = [json.loads(item["arguments"]).get("command") for item in row["response"]["output"]
+             if item["type"] == "function_call"]
+    outputs = [item["output"] for item in row["response"]["output"] if item["type"] == "function_call_output"]
+    # the saved step, then the one the kill cut short, run again: each once in the transcript
+    assert calls[:3] == ["echo written-before-the-crash > /var/tmp/checkpointed", "sleep 15",
+                         "cat /var/tmp/checkpointed"], calls
+    assert calls.count("sleep 15") == 1 and calls[-1] is None, calls  # ... and the mock's submit
+    assert outputs[2] == "exit code 0\nwritten-before-the-crash", outputs
+    # the episode forgot its checkpoint: no snapshot of the project is left
+    assert labelled(stack.project, "images", "-q", "--filter", "label=io.gym-compose.snapshot") == []
 
 
 def test_swebench_pro_without_a_registry_says_what_is_missing_and_starts_nothing(tmp_path):

@@ -17,6 +17,11 @@
     POST   /v1/sandboxes/{id}/resume         thaw them -> {state, changed}
     POST   /v1/sandboxes/{id}/phase          move it to another egress phase (PhaseRequest)
                                              -> {phase, previous, changed, took_s}
+    POST   /v1/sandboxes/{id}/checkpoint     snapshot it as its server's checkpoint KEY, with the
+                                             caller's state (CheckpointRequest) -> 201 {key, snapshot_id, ...}
+    POST   /v1/sandboxes/{id}/checkpoint/restore   its filesystem back to checkpoint KEY of its
+                                             server (CheckpointKey) -> {key, found, state, snapshot_id, took_s}
+    POST   /v1/sandboxes/{id}/checkpoint/forget    remove checkpoint KEY -> {key, forgotten}
     GET    /v1/snapshots                     the caller's snapshots
     POST   /v1/snapshots/{id}/fork           n sandboxes of a snapshot (ForkRequest) -> 201 {snapshot_id, forks}
     DELETE /v1/snapshots/{id}                remove a snapshot (sandboxes forked from it run on)
@@ -26,7 +31,8 @@ Every server names the start of its container (header x-gym-compose-caller, net/
 the sandboxes an earlier start of the same container leased are given back when a later one calls.
 
 A server holding another's grant for a sandbox (header x-gym-sandbox-grant, from the owner's lease)
-may use that sandbox's status, exec and files routes; only the owner releases, snapshots, forks,
+may use that sandbox's status, exec, files and checkpoint routes (an agent checkpoints the
+sandbox it works in; checkpoints.py); only the owner releases, snapshots, forks,
 restores, pauses, resumes or moves it to another phase. The project secret (the CLI) may do all
 of these to any sandbox; forks belong to the snapshot's server.
 
@@ -44,6 +50,7 @@ import logging
 from contextlib import asynccontextmanager
 from typing import Optional
 
+import orjson
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -54,8 +61,17 @@ from gym_compose.net.incarnation import CALLER_HEADER
 from gym_compose.net.web import READY_PATH, json_response, read_json_object, validation_error_response
 from gym_compose.sandbox.broker import branching
 from gym_compose.sandbox.broker.broker_errors import BrokerError, SandboxGone, Unauthorized
+from gym_compose.sandbox.broker.checkpoints import checked_key
 from gym_compose.sandbox.broker.pool import SandboxPool
-from gym_compose.sandbox.policy import ExecRequest, ForkRequest, LeaseRequest, PhaseRequest, RestoreRequest
+from gym_compose.sandbox.policy import (
+    CheckpointKey,
+    CheckpointRequest,
+    ExecRequest,
+    ForkRequest,
+    LeaseRequest,
+    PhaseRequest,
+    RestoreRequest,
+)
 from gym_compose.sandbox.tokens import GRANT_HEADER, SERVER_HEADER, grant_matches, sandbox_grant, token_matches
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
@@ -155,6 +171,23 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         body = PhaseRequest.model_validate(await read_json_object(request))
         return json_response(await branching.move_to_phase(pool, sandbox, body.phase))
 
+    async def checkpoint(request: Request, server: Optional[str]) -> Response:
+        sandbox = sandbox_of(request, server)
+        body = CheckpointRequest.model_validate(await read_json_object(request))
+        taken = await branching.checkpoint(pool, sandbox, checked_key(body.key), orjson.dumps(body.state))
+        return json_response(taken, 201)
+
+    async def restore_checkpoint(request: Request, server: Optional[str]) -> Response:
+        sandbox = sandbox_of(request, server)
+        body = CheckpointKey.model_validate(await read_json_object(request))
+        return json_response(await branching.restore_checkpoint(pool, sandbox, checked_key(body.key)))
+
+    async def forget_checkpoint(request: Request, server: Optional[str]) -> Response:
+        sandbox = sandbox_of(request, server)
+        body = CheckpointKey.model_validate(await read_json_object(request))
+        return json_response({"key": body.key,
+                              "forgotten": await pool.checkpoints.forget(sandbox.server, checked_key(body.key))})
+
     async def snapshots(request: Request, server: Optional[str]) -> Response:
         return json_response({"snapshots": pool.snapshots.list(server)})
 
@@ -239,6 +272,9 @@ def build_app(pool: SandboxPool, project_secret: str) -> Starlette:
         Route("/v1/sandboxes/{sandbox_id}/pause", guarded(pause), methods=["POST"]),
         Route("/v1/sandboxes/{sandbox_id}/resume", guarded(resume), methods=["POST"]),
         Route("/v1/sandboxes/{sandbox_id}/phase", guarded(move), methods=["POST"]),
+        Route("/v1/sandboxes/{sandbox_id}/checkpoint", guarded(checkpoint), methods=["POST"]),
+        Route("/v1/sandboxes/{sandbox_id}/checkpoint/restore", guarded(restore_checkpoint), methods=["POST"]),
+        Route("/v1/sandboxes/{sandbox_id}/checkpoint/forget", guarded(forget_checkpoint), methods=["POST"]),
         Route("/v1/snapshots", guarded(snapshots), methods=["GET"]),
         Route("/v1/snapshots/{snapshot_id}/fork", guarded(fork_snapshot), methods=["POST"]),
         Route("/v1/snapshots/{snapshot_id}", guarded(delete_snapshot), methods=["DELETE"]),

@@ -9,6 +9,7 @@
   and stop using the CPU. A paused sandbox takes no commands or files (409) and still counts
   against `max_live`, its time-to-live and the idle timeout.
 - `move_to_phase`: an allow-listed sandbox to another of its egress phases (`SandboxPool.move_to_phase`).
+- `checkpoint` / `restore_checkpoint`: a snapshot with its agent's state, under a key (checkpoints.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any, Optional
+
+import orjson
 
 from gym_compose.sandbox.broker.broker_errors import BrokerError, Conflict, Refused
 from gym_compose.sandbox.broker.pool import SandboxPool
@@ -101,6 +104,26 @@ async def move_to_phase(pool: SandboxPool, sandbox: Sandbox, phase: str) -> dict
     took = await pool.move_to_phase(sandbox, phase)
     return {"sandbox_id": sandbox.id, "phase": sandbox.phase, "previous": before, "changed": before != sandbox.phase,
             "took_s": round(took, 4)}
+
+
+async def checkpoint(pool: SandboxPool, sandbox: Sandbox, key: str, state: bytes) -> dict[str, Any]:
+    """Checkpoint `key` of the sandbox's server: its filesystem now and the caller's state."""
+    if sandbox.state != "leased":
+        raise Conflict(f"sandbox {sandbox.id} is {sandbox.state}; checkpoint a running, leased sandbox")
+    if sandbox.busy:
+        raise Conflict(f"sandbox {sandbox.id} is running a command; checkpoint it between commands")
+    began = time.monotonic()
+    taken = await pool.checkpoints.save(sandbox, key, state)
+    return {**taken.describe(), "took_s": round(time.monotonic() - began, 4)}
+
+
+async def restore_checkpoint(pool: SandboxPool, sandbox: Sandbox, key: str) -> dict[str, Any]:
+    """The sandbox's filesystem back to checkpoint `key` of its server, and the state saved with it."""
+    found = pool.checkpoints.get(sandbox.server, key)
+    if found is None:  # none taken, forgotten, or the broker restarted since: the sandbox is unchanged
+        return {"key": key, "found": False}
+    took = await restore(pool, sandbox, found.snapshot)
+    return {**found.describe(), "found": True, "state": orjson.loads(found.state), "took_s": round(took, 4)}
 
 
 def lease_answer(sandbox: Sandbox, grant: str, warm: bool, took_s: Optional[float] = None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from gym_compose.sandbox.broker.broker_errors import (
     UnknownSandbox,
 )
 from gym_compose.sandbox.broker.channel import AgentChannel, ChannelClosed, FallbackChannel, NoAgent
+from gym_compose.sandbox.broker.checkpoints import Checkpoints
 from gym_compose.sandbox.broker.death import death_reason
 from gym_compose.sandbox.broker.image_cache import ImageCache
 from gym_compose.sandbox.broker.launch import closed_ports_helper, container_config, container_name
@@ -83,6 +84,7 @@ class SandboxPool:
         self._present: set[str] = set()  # images known to be on the engine (pulled or found)
         self.pulled: list[dict[str, Any]] = []
         self.snapshots = Snapshots(backend, settings.project, settings.max_snapshots)
+        self.checkpoints = Checkpoints(self.snapshots)
         self.callers = Incarnations()
         self.image_cache = ImageCache(settings.image_cache_bytes)
         self._removals: dict[str, asyncio.Task] = {}  # pulled images being removed for the budget
@@ -359,6 +361,7 @@ class SandboxPool:
             await self.admission.start_slot(deadline)
             began = time.monotonic()  # a start's time is the engine's and the agent's, not the throttle's queue
             try:
+                sandbox.started_phase = sandbox.phase  # a restore starts it again, in the phase it is in
                 config = container_config(self.settings.project, policy, image, self.node_cpus, memory_bytes, cpus,
                                           sandbox.phase)
                 sandbox.container_id = await self.backend.create(config, name)

@@ -10,6 +10,8 @@
 The model is any OpenAI-compatible server behind the model server: `api_mode: responses` posts
 `/v1/responses`, `chat_completions` posts `/v1/chat/completions` (converted both ways). A sandbox
 that dies fails the rollout naming it, after the resources server was told to give it back.
+With `checkpoint_every: N` it saves a checkpoint every N steps, from which a rerun of the same
+rollout (`--resume` after a crash) goes on (episode_checkpoints.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from gym_compose.server.agents.common import (
     run_row_endpoint,
     task_header,
 )
+from gym_compose.server.agents.episode_checkpoints import EpisodeCheckpoints, EpisodeState
 from gym_compose.server.aggregation import aggregate_metrics_forwarding_route
 from gym_compose.server.base import BaseServer, BaseServerConfig, ServerRef
 from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
@@ -60,6 +63,7 @@ class CodingAgentConfig(BaseServerConfig):
     api_mode: str = "responses"
     instructions: Optional[str] = DEFAULT_INSTRUCTIONS  # used when the row's create params carry none
     workdir: str = "/app"
+    checkpoint_every: int = 0  # steps between mid-episode checkpoints (0: none; episode_checkpoints.py)
 
 
 class NoSandbox(RuntimeError):
@@ -99,7 +103,10 @@ class CodingAgent(BaseServer):
             try:
                 runner = ToolRunner(sandbox, ToolLimits(self.config.command_timeout_s, self.config.max_output_chars,
                                                         (seed or {}).get("workdir") or self.config.workdir))
-                response, steps, submitted = await self.run_episode(row, runner, ledger)
+                checkpoints = EpisodeCheckpoints.for_rollout(self.config.name, sandbox, self.config.checkpoint_every)
+                resumed = await checkpoints.resume()
+                response, steps, submitted = await self.run_episode(row, runner, ledger, resumed, checkpoints)
+                await checkpoints.forget()  # the episode is whole: a rerun from here would start afresh
             finally:
                 await sandbox.disconnect()
         except BaseException:  # the sandbox goes back now, not when the verifier's idle reaper finds it
@@ -113,9 +120,12 @@ class CodingAgent(BaseServer):
         agent_timings = {"seed_s": round(seeded - began, 3), "agent_s": round(episode_done - seeded, 3),
                          "verify_s": round(time.monotonic() - episode_done, 3),
                          "total_s": round(time.monotonic() - began, 3)}
+        resumed_at = {"agent_resumed_from_step": resumed.step} if resumed else {}
+        saved = {"agent_checkpoints": checkpoints.saved, "agent_checkpoint_failures": checkpoints.failures} \
+            if checkpoints.key else {}
         return {**row, **with_agent_cost(verified, ledger, always=True), "agent_steps": steps,
                 "agent_submitted": submitted, "agent_commands": runner.commands,
-                "agent_command_timeouts": runner.timeouts, "agent_timings": agent_timings}
+                "agent_command_timeouts": runner.timeouts, "agent_timings": agent_timings, **resumed_at, **saved}
 
     async def _connect(self, seed: Any):
         from gym_compose.sandbox import AsyncSandbox
@@ -126,9 +136,11 @@ class CodingAgent(BaseServer):
                             "(sandbox_descriptor); coding_agent needs a resources server that leases one per session")
         return await AsyncSandbox.connect(descriptor)
 
-    async def run_episode(self, row: dict[str, Any], runner: ToolRunner,
-                          ledger: Optional[AgentLedger] = None) -> tuple[dict[str, Any], int, bool]:
-        """Model turns and tool calls until submit, an answer without a tool call, or max_steps."""
+    async def run_episode(self, row: dict[str, Any], runner: ToolRunner, ledger: Optional[AgentLedger] = None,
+                          resumed: Optional[EpisodeState] = None, checkpoints: Optional[EpisodeCheckpoints] = None,
+                          ) -> tuple[dict[str, Any], int, bool]:
+        """Model turns and tool calls until submit, an answer without a tool call, or max_steps;
+        from a checkpoint's state when `resumed`, saving one after a step when `checkpoints` asks."""
         params = dict(row["responses_create_params"])
         params["tools"] = [*[t for t in params.get("tools") or [] if t.get("name") not in {x["name"] for x in TOOLS}],
                            *TOOLS]
@@ -137,8 +149,10 @@ class CodingAgent(BaseServer):
         headers = task_header({key: row[key] for key in MOCK_TASK_FIELDS if key in row},
                               model_reads_task_header(global_config_of(self), self.config.model_server.name))
         history = as_input_list(params["input"])
-        new_items: list[Any] = []
-        usage, reply, steps, submitted = None, {}, 0, False
+        state = resumed or EpisodeState()
+        new_items: list[Any] = list(state.items)
+        usage, reply, steps, submitted = state.usage, {}, state.step, False
+        runner.commands, runner.timeouts = runner.commands + state.commands, runner.timeouts + state.timeouts
         while steps < self.config.max_steps and not submitted:
             steps += 1
             turn = self._model_turn({**params, "input": history + new_items}, headers)
@@ -159,6 +173,8 @@ class CodingAgent(BaseServer):
                     result = await runner.run(name, arguments if isinstance(arguments, dict) else {})
                 new_items.append({"type": "function_call_output", "call_id": call.get("call_id"), "output": result})
                 submitted = submitted or name == SUBMIT
+            if checkpoints is not None and not submitted and steps < self.config.max_steps:
+                await checkpoints.after_step(EpisodeState(steps, new_items, usage, runner.commands, runner.timeouts))
         reply = {**reply, "output": new_items, "usage": usage}
         return reply, steps, submitted
 
