@@ -72,10 +72,17 @@ async def test_an_agent_saves_a_checkpoint_and_a_later_sandbox_goes_on_from_it(t
         missing = await client.post(f"/v1/sandboxes/{second}/checkpoint/restore", headers=agent,
                                     json={"key": "agent/run1/5/0"})
         assert missing.json() == {"key": "agent/run1/5/0", "found": False}
+        # the next checkpoint of the restored sandbox replaces the one it runs from: that image
+        # is untagged at once and removed once the sandbox is gone
+        image_id = pool.snapshots.by_id[again["snapshot_id"]].image_id
+        await client.post(f"/v1/sandboxes/{second}/checkpoint", headers=agent, json={"key": "agent/run1/0/0"})
         forgotten = await client.post(f"/v1/sandboxes/{second}/checkpoint/forget", headers=agent,
                                       json={"key": "agent/run1/0/0"})
         assert forgotten.json() == {"key": "agent/run1/0/0", "forgotten": True}
-        assert pool.snapshots.list("verifier") == []
+        assert pool.snapshots.list("verifier") == [] and engine.committed == {}
+        assert image_id not in engine.removed_images and pool.snapshots.retired == {image_id}
+        await client.delete(f"/v1/sandboxes/{second}", headers=headers("verifier"))
+        assert image_id in engine.removed_images and pool.snapshots.retired == set()
     finally:
         await client.aclose()
         await pool.close()

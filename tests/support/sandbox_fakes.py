@@ -32,6 +32,7 @@ class FakeBackend:
         self.helpers: list[dict[str, Any]] = []  # one-shot containers run to their end
         self.helper_result: tuple[int, str] = (0, "")
         self.committed: dict[str, dict[str, str]] = {}  # image -> labels (snapshots)
+        self.image_ids: dict[str, str] = {}  # a committed image's id -> its repository:tag
         self.image_sizes: dict[str, int] = {}  # default 1 GiB
         self.removed_images: list[str] = []  # by the image budget
         self.paused: set[str] = set()
@@ -128,7 +129,9 @@ class FakeBackend:
         self.committed[image] = dict(labels)
         if self.known_images is not None:
             self.known_images.add(image)
-        return f"sha256:{uuid.uuid4().hex}"
+        image_id = f"sha256:{uuid.uuid4().hex}"
+        self.image_ids[image_id] = image
+        return image_id
 
     async def remove_image(self, image: str) -> None:
         self.committed.pop(image, None)
@@ -139,7 +142,8 @@ class FakeBackend:
         return self.image_sizes.get(image, 1 << 30)
 
     async def remove_unused_image(self, image: str) -> bool:
-        if any(box["config"]["Image"] == image for box in self.boxes.values()):
+        named = self.image_ids.get(image, image)  # an id of a committed image: the tag it was made with
+        if any(box["config"]["Image"] in (image, named) for box in self.boxes.values()):
             return False
         self.removed_images.append(image)
         if self.known_images is not None:

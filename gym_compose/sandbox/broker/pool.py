@@ -263,6 +263,8 @@ class SandboxPool:
             await self.destroy(sandbox, f"could not be restored: {error}")
             raise
         sandbox.container_id, sandbox.image = "", image
+        if self.snapshots.retired:  # the old container may have run from a deleted snapshot's image
+            await self.snapshots.prune()
         started = sandbox.started
         await self._launch(sandbox, time.monotonic() + sandbox.policy.ready_timeout_s, sandbox.cpus,
                            sandbox.memory_bytes)
@@ -602,6 +604,8 @@ class SandboxPool:
                 self._schedule_refill(sandbox.server)
                 if sandbox.image in self.image_cache:
                     self._trim_images()
+                if self.snapshots.retired:  # it may have run from a deleted snapshot's image
+                    await self.snapshots.prune()
 
     async def _reap_forever(self) -> None:
         while True:

@@ -45,6 +45,7 @@ class Snapshot:
     memory_bytes: Optional[int] = None
     created_at: float = field(default_factory=time.time)
     took_s: float = 0.0
+    image_id: str = ""  # the engine's id of `image`
 
     def describe(self) -> dict[str, Any]:
         return {"snapshot_id": self.id, "server": self.server, "image": self.image, "source": self.source,
@@ -57,6 +58,9 @@ class Snapshots:
         self.backend, self.project, self.max_snapshots = backend, project, max_snapshots
         self.by_id: dict[str, Snapshot] = {}
         self._taking = 0
+        # deleted snapshots' images a sandbox still ran from (or a newer snapshot of it was based
+        # on): untagged, removed by `prune` once nothing uses them
+        self.retired: set[str] = set()
 
     async def take(self, sandbox: Sandbox) -> Snapshot:
         if sandbox.policy.read_only:
@@ -73,14 +77,16 @@ class Snapshots:
         began = time.monotonic()
         self._taking += 1
         try:
-            await self.backend.commit(sandbox.container_id, snapshot_repository(self.project), snapshot_id, labels)
+            image_id = await self.backend.commit(sandbox.container_id, snapshot_repository(self.project),
+                                                 snapshot_id, labels)
         finally:
             self._taking -= 1
         snapshot = Snapshot(id=snapshot_id, server=sandbox.server, image=image, source=sandbox.id,
                             base_image=sandbox.image if sandbox.forked_from is None else
                             self._base_of(sandbox.forked_from, sandbox.image),
                             workdir=sandbox.workdir, env=dict(sandbox.env), cpus=sandbox.cpus,
-                            memory_bytes=sandbox.memory_bytes, took_s=time.monotonic() - began)
+                            memory_bytes=sandbox.memory_bytes, took_s=time.monotonic() - began,
+                            image_id=image_id)
         self.by_id[snapshot_id] = snapshot
         LOG.info("snapshot %s of sandbox %s (%s) in %.2f s", snapshot_id, sandbox.id, sandbox.server, snapshot.took_s)
         return snapshot
@@ -108,10 +114,26 @@ class Snapshots:
             await self.backend.remove_image(snapshot.image)
         except Exception as error:  # noqa: BLE001 - `down` removes what is left by label
             LOG.warning("removing snapshot image %s failed: %s", snapshot.image, error)
+        if snapshot.image_id:  # the tag is gone; the image itself stays while a sandbox runs from it
+            self.retired.add(snapshot.image_id)
+        await self.prune()
+
+    async def prune(self) -> None:
+        """Remove the deleted snapshots' images that nothing uses any more (a sandbox ended, or the
+        newer snapshot based on one went)."""
+        for image_id in sorted(self.retired):
+            try:
+                removed = await self.backend.remove_unused_image(image_id)
+            except Exception as error:  # noqa: BLE001 - `down` removes what is left by label
+                LOG.warning("removing deleted snapshot image %s failed: %s", image_id, error)
+                removed = False
+            if removed:
+                self.retired.discard(image_id)
 
     async def remove_all(self) -> int:
         """Every snapshot image of the project, this broker's and any an earlier one left."""
         self.by_id.clear()
+        self.retired.clear()
         found = await self.backend.images([f"{PROJECT_LABEL}={self.project}", SNAPSHOT_LABEL])
         for image in found:
             try:
