@@ -35,9 +35,8 @@ Arguments that are not options are Hydra overrides: key=value, +key=value, ++key
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 eval_app = typer.Typer(help="Collect rollouts (NeMo Gym's `gym eval`).", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
-sandbox_app = typer.Typer(help="Debug, snapshot, fork, restore, pause, resume or move to another egress phase a "
-                               "live sandbox of a running stack "
-                               "(`gym-compose ps` lists them).",
+sandbox_app = typer.Typer(help="Debug a live sandbox of a running stack (`gym-compose ps` lists them); snapshot, "
+                               "fork, restore, pause or resume it, or move it to another egress phase.",
                           no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 
