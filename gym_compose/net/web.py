@@ -22,6 +22,14 @@ __all__ = ["READY_PATH"]  # and the helpers below
 LOG = logging.getLogger("gym_compose.server")
 
 
+def scope_header(scope: dict[str, Any], raw_name: bytes) -> Optional[bytes]:
+    """The value of header `raw_name` (lower-case bytes) of an ASGI request scope; None if absent."""
+    for name, value in scope.get("headers") or ():
+        if name.lower() == raw_name:
+            return value
+    return None
+
+
 def dumps(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_fallback)
 

@@ -90,6 +90,10 @@ class ServerSandboxes:
             phases.append(EgressPhase(name, f"{self.network_key}-{name}", proxy, tuple(hosts)))
         return phases
 
+    def named_egress_phases(self) -> list[EgressPhase]:
+        """The phases `egress.phases` names (all but the default one)."""
+        return self.egress_phases()[1:]
+
 
 @dataclass
 class SandboxPlan:

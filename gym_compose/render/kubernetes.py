@@ -427,7 +427,7 @@ def _sandbox_broker(stack: Stack, images: dict[str, str]) -> list[dict[str, Any]
             policy = settings.servers[server.instance]
             policy.proxy_url = service_link_url(server.proxy_service)
             policy.phase_proxy_urls = {phase.phase: service_link_url(phase.proxy_service)
-                                       for phase in server.egress_phases()[1:] if phase.proxy_service}
+                                       for phase in server.named_egress_phases() if phase.proxy_service}
     broker = Service(name=BROKER_SERVICE, role="sandbox-broker", port=BROKER_PORT)
     # a sandbox pod's owner label is its server's service, which the NetworkPolicies select
     owners = {server.policy.server: server.service for server in (stack.sandboxes.servers if stack.sandboxes else [])}

@@ -62,7 +62,7 @@ def broker_settings(stack: "Stack", images: dict[str, str], publishes_on_every_i
         prefix = server.task_image_key("")
         aliases = {key[len(prefix):]: tag for key, tag in images.items() if key.startswith(prefix)}
         proxy = {"proxy_url": proxy_url(server.proxy_service)} if server.proxy_service else {}
-        named = [phase for phase in server.egress_phases() if phase.phase in server.policy.egress_phases]
+        named = server.named_egress_phases()
         phases = {"phase_networks": {phase.phase: network_name_of(stack.project, phase.network_key)
                                      for phase in named if phase.network_key},
                   "phase_proxy_urls": {phase.phase: proxy_url(phase.proxy_service)

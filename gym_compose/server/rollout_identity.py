@@ -13,6 +13,7 @@ import contextvars
 from typing import Optional
 
 from gym_compose.contract import ROLLOUT_HEADER
+from gym_compose.net.web import scope_header
 
 _RAW_HEADER = ROLLOUT_HEADER.encode()
 MAX_LENGTH = 200
@@ -22,12 +23,10 @@ _rollout: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("gym_ro
 
 def adopt_from_scope(scope) -> None:
     """This request's rollout from its header (ASGI scope); no header (or a malformed one), none."""
-    for name, value in scope.get("headers") or ():
-        if name.lower() == _RAW_HEADER:
-            text = value.decode("ascii", "replace")
-            if 0 < len(text) <= MAX_LENGTH and text.isprintable():
-                _rollout.set(text)
-            return
+    value = scope_header(scope, _RAW_HEADER)
+    text = value.decode("ascii", "replace") if value is not None else ""
+    if 0 < len(text) <= MAX_LENGTH and text.isprintable():
+        _rollout.set(text)
 
 
 def current_rollout() -> Optional[str]:

@@ -14,6 +14,7 @@ import time
 from typing import Optional
 
 from gym_compose.contract import TIME_LEFT_HEADER
+from gym_compose.net.web import scope_header
 
 _RAW_HEADER = TIME_LEFT_HEADER.encode()
 MIN_MARGIN_SECONDS = 2.0
@@ -24,15 +25,15 @@ _deadline: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("gym
 
 def adopt_from_scope(scope) -> None:
     """Start this request's budget from its header (ASGI scope); no header, no budget."""
-    for name, value in scope.get("headers") or ():
-        if name.lower() == _RAW_HEADER:
-            try:
-                seconds = float(value)
-            except ValueError:
-                return
-            if seconds > 0:
-                _deadline.set(time.monotonic() + seconds)
-            return
+    value = scope_header(scope, _RAW_HEADER)
+    if value is None:
+        return
+    try:
+        seconds = float(value)
+    except ValueError:
+        return
+    if seconds > 0:
+        _deadline.set(time.monotonic() + seconds)
 
 
 def margin(seconds: float) -> float:

@@ -86,6 +86,3 @@ class Checkpoints:
         self.by_key.pop((server, key), None)
         await self.snapshots.delete(checkpoint.snapshot)
         return True
-
-    def clear(self) -> None:
-        self.by_key.clear()

@@ -340,7 +340,7 @@ class SandboxPool:
         A sandbox whose caller went away is destroyed once it has started."""
         name = container_name(self.settings.project, policy.server, secrets.token_hex(4))
         sandbox = Sandbox(id=name, server=policy.server, image=image, policy=policy, workdir=policy.workdir,
-                          phase=phase, started_phase=phase)
+                          phase=phase)
         self.sandboxes[name] = sandbox
         launch = asyncio.get_running_loop().create_task(self._launch(sandbox, deadline, cpus, memory_bytes))
         self._launches.add(launch)
@@ -363,7 +363,7 @@ class SandboxPool:
             await self.admission.start_slot(deadline)
             began = time.monotonic()  # a start's time is the engine's and the agent's, not the throttle's queue
             try:
-                sandbox.started_phase = sandbox.phase  # a restore starts it again, in the phase it is in
+                sandbox.started_phase = sandbox.phase  # a start (a restore's too) is in the phase it is in
                 config = container_config(self.settings.project, policy, image, self.node_cpus, memory_bytes, cpus,
                                           sandbox.phase)
                 sandbox.container_id = await self.backend.create(config, name)
