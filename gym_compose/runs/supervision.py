@@ -119,6 +119,8 @@ def watch(stack: DeployedStack, collector: RunningProcess, run_dir: Path, servic
     deadline = time.monotonic() + COLLECTOR_TIMEOUT_SECONDS
     next_check = time.monotonic() + WATCH_INTERVAL_SECONDS
     reported_paused: set[str] = set()
+    # tasks lost with a swarm node before this run began (a --resume after the loss) are no news
+    lost_before = stack.check_stack(services).lost
     while (code := collector.wait(PROGRESS_INTERVAL_SECONDS)) is None:
         display.update(read_progress(run_dir))
         now = time.monotonic()
@@ -135,14 +137,16 @@ def watch(stack: DeployedStack, collector: RunningProcess, run_dir: Path, servic
             say(f"warning: server {service} is paused; its rollouts wait for it (until "
                 "peer_request_timeout_seconds) unless it is unpaused")
         reported_paused = set(check.paused)
-        reason = report_dead_servers(stack, check, display)
+        reason = report_dead_servers(stack, check.since(lost_before), display)
         if reason is not None:
             collector.tell({"stop": reason})
             collector.close_stdin()
             return reason
     if code == 1:  # rollouts failed: a server that died faster than the next look is named all the same
-        return report_dead_servers(stack, stack.check_stack(services), display, run_ended=True)
+        return report_dead_servers(stack, stack.check_stack(services).since(lost_before), display,
+                                   run_ended=True)
     return None
+
 
 
 def report_dead_servers(stack: DeployedStack, check: StackCheck, display: ProgressDisplay,

@@ -20,9 +20,10 @@ def attach(stack: DeployedStack, services: list[str], clock: Clock = SYSTEM_CLOC
     try:
         logs = stack.follow_logs([], follow=True, tail="0")
         say("following the logs; Ctrl-C stops and removes the stack")
+        lost_before = stack.check_stack(services).lost  # tasks a swarm lost with a node before this `up`
         while not dead:
             clock.sleep(WATCH_INTERVAL_SECONDS)
-            check = stack.check_stack(services)
+            check = stack.check_stack(services).since(lost_before)
             if check.empty:
                 say("the stack's containers are gone (removed from outside)")
                 break

@@ -132,3 +132,29 @@ def test_a_lost_nodes_tasks_read_as_being_replaced_and_extra_running_counts_as_u
     assert dead.state == "created"
     assert "Swarm is starting it again" in stack.describe_death(dead)
     assert "is the node that ran it gone" in stack.log_tail("model")[0]
+
+
+def test_a_task_lost_with_its_node_is_dead_even_when_its_replacement_already_runs(engine, tmp_path):
+    """The race the swarm-nodes scenario hit: Swarm replaced the killed node's tasks before the
+    run's next look, so every slot read `Running`; the requests in flight to the lost tasks would
+    have waited for the request timeout (an hour)."""
+    services = [{"ID": "9d4", "Mode": "replicated", "Name": "p_model", "Ports": "", "Replicas": "3/2"}]
+    tasks = [{"ID": "new1", "CurrentState": "Running 3 seconds ago", "DesiredState": "Running", "Error": "",
+              "Name": "p_model.1", "Node": "vm"},
+             {"ID": "old1", "CurrentState": "Running 2 minutes ago", "DesiredState": "Shutdown", "Error": "",
+              "Name": "\\_ p_model.1", "Node": "gymnode2"},
+             {"ID": "old2", "CurrentState": "Running 1 second ago", "DesiredState": "Shutdown", "Error": "",
+              "Name": "p_model.2", "Node": "gymnode1"}]  # being stopped on a node that is up: not lost
+    nodes = [{"Hostname": "vm", "Status": "Ready"}, {"Hostname": "gymnode1", "Status": "Ready"},
+             {"Hostname": "gymnode2", "Status": "Down"}]
+    for name, rows in (("services", services), ("tasks", tasks), ("nodes", nodes)):
+        (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    engine(f'"service ls"*) cat {tmp_path}/services ;;\n"service ps"*) cat {tmp_path}/tasks ;;\n'
+           f'"node ls"*) cat {tmp_path}/nodes ;;')
+    stack = SwarmStack("p")
+    check = stack.check_stack(["model"])
+    lost = [state for state in check.dead if state.state == "lost"]
+    assert [(s.service, s.container, s.node) for s in lost] == [("model", "p_model.1.old1", "gymnode2")]
+    assert "lost with node gymnode2, which is down" in stack.describe_death(lost[0])
+    # a watch that began after the loss (a --resume) is not stopped by it
+    assert not [s for s in check.since(check.lost).dead if s.state == "lost"]

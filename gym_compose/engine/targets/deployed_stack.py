@@ -62,6 +62,17 @@ class StackCheck:
     paused: list[str] = field(default_factory=list)
     empty: bool = False
 
+    @property
+    def lost(self) -> set[str]:
+        """The tasks lost with a swarm node (state `lost`), by container name."""
+        return {state.container for state in self.dead if state.state == "lost"}
+
+    def since(self, lost_before: set[str]) -> "StackCheck":
+        """This check without the tasks that were lost already at an earlier one: a watch that
+        begins after a node loss (a --resume) is not stopped by it."""
+        dead = [state for state in self.dead if not (state.state == "lost" and state.container in lost_before)]
+        return StackCheck(dead=dead, paused=self.paused, empty=self.empty)
+
 
 @dataclass(frozen=True)
 class Leftovers:

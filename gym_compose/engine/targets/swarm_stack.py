@@ -113,14 +113,9 @@ class SwarmStack:
 
     def ps(self) -> list[ServiceState]:
         """One row per current task (the latest of each replica slot), the collector job included."""
-        services = {row["Name"]: row for row in self._services()}
-        if not services:
-            return []
-        result = run_docker(["service", "ps", "--no-trunc", "--format", "{{json .}}", *services],
-                            timeout=30, retries=2, check=False)
+        services, rows = self._task_rows()
         states: dict[str, ServiceState] = {}
-        for line in result.stdout.splitlines():
-            row = json.loads(line) if line.strip().startswith("{") else {}
+        for row in rows:
             name = str(row.get("Name", ""))
             service_row = services.get(name.split(".")[0])
             if service_row is None:
@@ -128,6 +123,36 @@ class SwarmStack:
             job = str(service_row.get("Mode", "")).endswith("job")
             states.setdefault(name, _task_state(self.name, row, str(service_row.get("Ports", "")), job))
         return sorted(states.values(), key=lambda s: (s.one_off, s.service, s.container))
+
+    def _task_rows(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """The stack's services by name, and `docker service ps` rows of all their tasks, newest of each slot first."""
+        services = {row["Name"]: row for row in self._services()}
+        if not services:
+            return services, []
+        result = run_docker(["service", "ps", "--no-trunc", "--format", "{{json .}}", *services],
+                            timeout=30, retries=2, check=False)
+        return services, [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
+
+    def lost_tasks(self) -> list[ServiceState]:
+        """Server tasks Swarm gave up with their node: the node is down, the task's desired state is
+        shutdown and its last report says running. Swarm may already run a replacement, but
+        requests in flight to the lost one never answer."""
+        services, rows = self._task_rows()
+        orphaned = [row for row in rows if str(row.get("DesiredState", "")).lower() == "shutdown"
+                    and str(row.get("CurrentState", "")).lower().startswith("running")]
+        if not orphaned:
+            return []
+        down = {str(node.get("Hostname")) for node in _nodes() if str(node.get("Status", "")).lower() == "down"}
+        lost = []
+        for row in orphaned:
+            name = str(row.get("Name", "")).removeprefix("\\_").strip()
+            service_row = services.get(name.split(".")[0])
+            if service_row is None or str(service_row.get("Mode", "")).endswith("job") or row.get("Node") not in down:
+                continue
+            lost.append(ServiceState(service=name[len(self.name) + 1:].rsplit(".", 1)[0],
+                                     container=f"{name}.{row.get('ID', '')}", state="lost", health="", exit_code=0,
+                                     node=str(row.get("Node", ""))))
+        return lost
 
     def quick_states(self) -> list[ServiceState]:
         return self.ps()
@@ -139,9 +164,10 @@ class SwarmStack:
         states = self.ps()
         check = check_servers(states, services)
         dead = {s.service for s in check.dead}
-        # a replica that died counts, even when another of the same service still runs
+        # a replica that died counts, even when another of the same service still runs; so does
+        # one lost with its node, even when its replacement already runs
         extra = [s for s in states if not s.one_off and s.state == "exited" and s.service not in dead]
-        return StackCheck(dead=[*check.dead, *extra], paused=check.paused, empty=check.empty)
+        return StackCheck(dead=[*check.dead, *extra, *self.lost_tasks()], paused=check.paused, empty=check.empty)
 
     def log_tail(self, service: str) -> list[str]:
         try:
@@ -153,6 +179,9 @@ class SwarmStack:
         return ["      " + line for line in (result.stdout + result.stderr).splitlines()[-LOG_TAIL_LINES:]]
 
     def describe_death(self, state: ServiceState) -> str:
+        if state.state == "lost":
+            return (f"server {state.service} ({state.container}) was lost with node {state.node}, which is down "
+                    "(`docker node ls`); Swarm runs it elsewhere, but its rollouts in flight never answer")
         if state.state == "missing":
             return f"server {state.service} is gone"
         if state.state == "exited":
@@ -261,6 +290,11 @@ class SwarmStack:
                                 hint=f"see `docker stack ps {self.name}`, then run `gym-compose down -p {self.name}` "
                                 "again")
         return before
+
+
+def _nodes() -> list[dict[str, Any]]:
+    result = run_docker(["node", "ls", "--format", "{{json .}}"], timeout=30, retries=2, check=False)
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
 
 
 def _task_state(stack: str, row: dict[str, Any], ports: str, job: bool) -> ServiceState:
