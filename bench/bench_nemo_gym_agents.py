@@ -8,7 +8,8 @@
 Each agent (`responses_api_agents/<name>` of the released nemo-gym 0.7.0 wheel) is paired with the
 rows it is meant for: the first resources-server config of the wheel that instantiates it (e.g.
 wordle.yaml's gymnasium agent with wordle's example rows), else its own config with
-example_single_tool_call's rows and resources server. Every row is routed to the agent
+example_single_tool_call's rows and resources server (and the wheel's config of a model instance
+its config names without defining it). Every row is routed to the agent
 (`++agent_name`, NeMo Gym's way). The merged config (`gym-compose resolve`) decides whether the
 pair can run here at all, as the server sweep does (bench/_support/nemo_gym_sweep.py: a key left
 `???`, an API key, a second model with its own engine, a GPU stack, the internet at build time),
@@ -78,6 +79,28 @@ def agent_instances(config_file: Path, agent: str) -> list[str]:
             and isinstance(value.get("responses_api_agents"), dict) and agent in value["responses_api_agents"]]
 
 
+def model_configs(tree: Path, config_file: Path) -> tuple[str, ...]:
+    """`--config FILE` for each model instance but the policy that the agent's own config names but does not define,
+    where a model config of the wheel defines it (simple_agent_with_compaction's
+    `policy_model_for_compaction`: responses_api_models/vllm_model_with_compaction/configs/)."""
+    try:
+        data = yaml.safe_load(config_file.read_text()) or {}
+    except (yaml.YAMLError, OSError):
+        return ()
+    named = set(re.findall(r"type: responses_api_models\s+name: (\w+)", config_file.read_text())) - set(data)
+    named.discard("policy_model")  # the stack's own (the mock)
+    found: list[str] = []
+    for model_config in sorted((tree / "responses_api_models").glob("*/configs/*.yaml")):
+        try:
+            defined = yaml.safe_load(model_config.read_text()) or {}
+        except (yaml.YAMLError, OSError):
+            continue
+        if isinstance(defined, dict) and named & set(defined):
+            found += ["--config", str(model_config)]
+            named -= set(defined)
+    return tuple(found)
+
+
 def pairings(tree: Path, agent: str) -> list[Pairing]:
     """Every way to run `agent` here, best first: the resources-server configs that instantiate it
     (the server's own `<name>.yaml` before its flavors), then its own configs with the generic server."""
@@ -104,8 +127,8 @@ def pairings(tree: Path, agent: str) -> list[Pairing]:
             settings = [f"{block}.{setting}" for setting in KNOWN_SETTINGS.get(agent, [])]
             found.append(Pairing(agent, instance, (
                 "--resources-server", GENERIC_SERVER, "--agent-type", flavor, f"++agent_name={instance}",
-                f"{block}.resources_server.name={GENERIC_SERVER}", *settings), generic_rows,
-                str(config_file.relative_to(tree))))
+                f"{block}.resources_server.name={GENERIC_SERVER}", *settings, *model_configs(tree, config_file)),
+                generic_rows, str(config_file.relative_to(tree))))
     return found
 
 

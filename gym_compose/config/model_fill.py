@@ -11,7 +11,8 @@ Run on the merged config, after `???` values were refused and before interpolati
   null, empty, not an http(s) URL (a placeholder such as `MISSING`), or interpolates a key nobody
   set, as NeMo Gym's judge blocks read
   `${judge_base_url}` from env.yaml), is served by the built-in mock model (mode `plain`: a fixed
-  answer, never a tool call), with one notice each saying how to point it at a real model.
+  answer, never a tool call; with the block's `return_token_id_information: true`, token ids as
+  well), with one notice each saying how to point it at a real model.
 
 `policy_model` keeps its own rules (config/loader.py: the default mock, `--model-url`).
 """
@@ -33,6 +34,7 @@ MOCK_MODE = "plain"
 ENDPOINT_MODEL = "openai_model"
 NAMED_MODEL_FORM = "INSTANCE=URL[,model=NAME][,api_key=KEY]"
 GENERATED = "generated (mock for an unserved model)"
+TOKEN_IDS = "return_token_id_information"  # vllm_model's switch for RL training; the mock has it too
 
 
 @dataclass(frozen=True)
@@ -141,11 +143,15 @@ def serve_unserved_models(merged: DictConfig, named: list[NamedModel], origins: 
         if name in given or (name not in defined and name in raw):  # another server type: validate names it
             continue
         why: Optional[str] = "no config defines it"
+        mock: dict[str, Any] = {"entrypoint": "app.py", "mode": MOCK_MODE}
         if name in defined:
-            why = _unset_endpoint(merged[name][MODELS][defined[name]])
+            block = merged[name][MODELS][defined[name]]
+            why = _unset_endpoint(block)
             if why is None:
                 continue
-        merged[name] = OmegaConf.create({MODELS: {MOCK: {"entrypoint": "app.py", "mode": MOCK_MODE}}})
+            if _is_true(block, TOKEN_IDS):  # a training model block: the mock reports token ids too
+                mock[TOKEN_IDS] = True
+        merged[name] = OmegaConf.create({MODELS: {MOCK: mock}})
         origins[name] = GENERATED
         notices.append(
             f"notice: {name} (named by {', '.join(users[:2])}{' ...' if len(users) > 2 else ''}) has no endpoint "
@@ -179,6 +185,13 @@ def _unset_endpoint(block: Any) -> Optional[str]:
         if isinstance(value, str) and not value.startswith(("http://", "https://")):
             return f"{key} is {value!r}, not an http(s) URL{shown}"
     return None
+
+
+def _is_true(block: Any, key: str) -> bool:
+    try:
+        return isinstance(block, DictConfig) and block.get(key) is True
+    except (InterpolationKeyError, InterpolationResolutionError):
+        return False
 
 
 def _key_like(keys: list[str], suffix: str) -> Optional[str]:

@@ -198,3 +198,15 @@ def test_a_judge_whose_endpoint_is_a_placeholder_is_served_by_the_mock(tmp_path,
     monkeypatch.setenv("ARENA_JUDGE_BASE_URL", "https://judge.example/v1")  # set, it is the endpoint
     result = loaded(tmp_path, judge_config(tmp_path, judge))
     assert list(result.data["judge_model"]["responses_api_models"]) == ["openai_model"]
+
+
+def test_a_training_model_block_without_endpoint_gets_a_mock_that_reports_token_ids(tmp_path):
+    # as NeMo Gym's vllm_model_for_training.yaml, at an endpoint nobody set
+    training = {"responses_api_models": {"vllm_model": {
+        "entrypoint": "app.py", "base_url": "${reward_base_url}", "api_key": "EMPTY",
+        "model": "reward", "return_token_id_information": True}}}
+    result = loaded(tmp_path, judge_config(tmp_path, training))
+    assert result.data["judge_model"]["responses_api_models"] == {"mock_model": {
+        "entrypoint": "app.py", "mode": "plain", "return_token_id_information": True}}
+    plain = loaded(tmp_path, judge_config(tmp_path, JUDGE_BLOCK))
+    assert "return_token_id_information" not in plain.data["judge_model"]["responses_api_models"]["mock_model"]

@@ -56,6 +56,13 @@ from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.mock_gate import GATE_PATH, CallGate
 from gym_compose.server.models.mock_structured import structured_answer
 from gym_compose.server.models.mock_swe import offers_coding_tools, swe_turn
+from gym_compose.server.models.mock_tokens import (
+    chat_generation,
+    chat_prompt,
+    responses_generation,
+    responses_prompt,
+    token_fields,
+)
 from gym_compose.server.task_header import TASK_HEADER, decode_task_header
 
 MOCK_MODEL_NAME = "gym-compose-mock-model"
@@ -76,6 +83,10 @@ class MockModelConfig(BaseServerConfig):
     latency_max_s: float = 0.0
     # Generation calls answered before the gate holds the rest (mock_gate.py); None: no gate.
     hold_after_calls: Optional[int] = None
+    # For RL training, as NeMo Gym's vllm_model: token ids and log-probs on each turn's last output
+    # item (mock_tokens.py). Chat Completions gives them when the request asks (vLLM's
+    # `return_token_ids`) or this is set.
+    return_token_id_information: bool = False
 
 
 def expected_answer(task: dict[str, Any]) -> Optional[Any]:
@@ -337,6 +348,7 @@ class MockModel(BaseServer):
             Route("/v1/chat/completions", self._authorized(self._delayed(self._gated(self._chat_completions))),
                   methods=["POST"]),
             Route("/v1/models", self._authorized(self._models), methods=["GET"]),
+            Route("/tokenize", self._authorized(self._tokenize), methods=["POST"]),  # vLLM's, at its root
         ]
         if self._gate is not None:
             routes.append(Route(GATE_PATH, self._gate.route, methods=["GET", "POST"]))
@@ -409,6 +421,8 @@ class MockModel(BaseServer):
             output = [{"type": "message", "id": f"msg_{key}", "role": "assistant", "status": "completed",
                        "content": [{"type": "output_text", "text": text, "annotations": []}]}]
         input_tokens, output_tokens = _tokens(items), _tokens(output)
+        if self.config.return_token_id_information:
+            output[-1].update(token_fields(responses_prompt(body), responses_generation(output)))
         return json_response({
             "id": f"resp_{key}", "object": "response", "created_at": 0.0, "model": MOCK_MODEL_NAME,
             "status": "completed", "output": output, "error": None, "incomplete_details": None,
@@ -446,9 +460,38 @@ class MockModel(BaseServer):
             message["content"] = structured_answer(body) or plan.text  # a judge asking for JSON gets JSON
             finish_reason = "stop"
         prompt_tokens, completion_tokens = _tokens(messages), _tokens(message)
-        return json_response({
+        completion: dict[str, Any] = {
             "id": f"chatcmpl_{key}", "object": "chat.completion", "created": 0, "model": MOCK_MODEL_NAME,
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
-        })
+        }
+        if self.config.return_token_id_information or body.get("return_token_ids") or body.get("logprobs"):
+            self._chat_token_ids(body, completion)
+        return json_response(completion)
+
+    def _chat_token_ids(self, body: dict[str, Any], completion: dict[str, Any]) -> None:
+        """What vLLM answers for each way of asking: per-token logprobs (`logprobs`, the ids as
+        `token_id:<id>` with `return_tokens_as_token_ids`), inline ids (`return_token_ids`); and in
+        training mode the bundle on the message that NeMo RL's vLLM puts there."""
+        choice = completion["choices"][0]
+        message = choice["message"]
+        fields = token_fields(chat_prompt(body), chat_generation(message))
+        generated = fields["generation_token_ids"]
+        if body.get("logprobs"):
+            as_ids = body.get("return_tokens_as_token_ids")
+            choice["logprobs"] = {"content": [
+                {"token": f"token_id:{token}" if as_ids else chr(token) if token < 256 else f"<|{token}|>",
+                 "logprob": log_prob, "bytes": None, "top_logprobs": []}
+                for token, log_prob in zip(generated, fields["generation_log_probs"], strict=True)]}
+        if body.get("return_token_ids"):
+            completion["prompt_token_ids"] = fields["prompt_token_ids"]
+            choice["token_ids"] = generated
+        if self.config.return_token_id_information:
+            message.update(fields)
+
+    async def _tokenize(self, request: Request):
+        """vLLM's /tokenize: the prompt's tokens, of Chat Completions `messages` or Responses `input`."""
+        body = await read_json_object(request)
+        tokens = chat_prompt(body) if "messages" in body else responses_prompt(body)
+        return json_response({"tokens": tokens, "count": len(tokens), "max_model_len": 1 << 20})
