@@ -21,6 +21,7 @@ class FakeEngine:
         self.builds: list[dict] = []  # `docker build`s: tag, build args, context files, Dockerfile
         self.commits: list[dict] = []  # committed containers: tag, parent, command, copied files, changes
         self.containers: dict[str, dict] = {}
+        self.copied: dict[str, str] = {}  # small text files copied into containers: path there -> content
         self._ids = 0
 
     def add(self, tag: str, labels: dict | None = None, user: str = "", cmd: list[str] | None = None) -> None:
@@ -70,8 +71,11 @@ class FakeEngine:
         elif args[0] == "cp":
             folder = Path(args[1].removesuffix("/."))
             name, target = args[2].split(":", 1)
-            self.containers[name]["files"] += sorted(
-                f"{target}/{path.relative_to(folder)}" for path in folder.rglob("*") if path.is_file())
+            for path in sorted(path for path in folder.rglob("*") if path.is_file()):
+                there = f"{target}/{path.relative_to(folder)}"
+                self.containers[name]["files"].append(there)
+                if path.suffix == ".txt" and path.stat().st_size < 65536:
+                    self.copied[there] = path.read_text()
         elif args[0] == "start":
             on_line("ran")
         elif args[0] == "commit":

@@ -45,14 +45,16 @@ def test_dockerfiles_spell_the_contracts_user_paths_and_variables():
     assert f"{contract.SERVER_DIR_ENV}={contract.SERVER_DIR}" in changes
     assert f'cp -R "$build/gym_compose" {contract.RUNTIME_ROOT}/' in runtime
     assert f"CMD {json.dumps(list(contract.SERVER_COMMAND))}" in changes  # what the network guard wraps
-    nemo_gym_runtime = (REPO / "docker/nemo-gym-runtime.Dockerfile").read_text()
+    nemo_gym_runtime = (REPO / "docker/nemo-gym-runtime.changes").read_text()
     assert f"CMD {json.dumps(list(contract.NEMO_GYM_SERVER_COMMAND))}" in nemo_gym_runtime
+    assert f"USER {contract.SERVER_USER}" in nemo_gym_runtime
+    assert f"server:x:{uid}:{uid}:" in (REPO / "docker/nemo-gym-runtime-venv.sh").read_text()
     for name in ("server-native.Dockerfile",):
         text = (REPO / "docker" / name).read_text()
         assert f"COPY server/ {contract.SERVER_DIR}/" in text, name
         users = re.findall(r"^USER (\S+)", text, re.MULTILINE)
         assert set(users) <= {"root", contract.SERVER_USER}, name  # root only in build stages
-    for name in ("server-native.Dockerfile", "nemo-gym-server.Dockerfile"):  # server images keep their base's CMD
+    for name in ("server-native.Dockerfile",):  # server images keep their base's CMD
         assert not re.findall(r"^(CMD|ENTRYPOINT) ", (REPO / "docker" / name).read_text(), re.MULTILINE), name
 
 

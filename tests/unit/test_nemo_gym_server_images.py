@@ -1,4 +1,4 @@
-"""NeMo Gym-runtime server images: which Dockerfile a server gets, with the docker CLI faked."""
+"""NeMo Gym-runtime server images: what the committed container of the runtime gets, with the docker CLI faked."""
 
 from __future__ import annotations
 
@@ -31,29 +31,32 @@ def build(engine, folder: Path, monkeypatch, referenced: tuple[str, ...] = ()) -
     engine.add(RUNTIME, {f"{IMAGE_LABEL}.parent": "gym-compose/debian-python313:x"})
     nemo_gym_images.ensure_nemo_gym_server_image(folder, "responses_api_agents", (), RUNTIME, progress=lambda _: None,
                                                  referenced=referenced)
-    return engine.builds[-1]
+    return engine.commits[-1]
 
 
-def instructions(dockerfile: str) -> list[str]:
-    return [line.split()[0] for line in dockerfile.splitlines() if line and not line[0].isspace()
-            and not line.startswith("#") and line.split()[0].isupper()]
+STAGING = "/tmp/gym-compose-build"
 
 
-def test_a_server_needing_only_nemo_gym_gets_the_runtime_and_its_code_in_few_steps(engine, tmp_path, monkeypatch):  # noqa: F811
+def test_a_server_needing_only_nemo_gym_gets_the_runtime_and_its_code_in_one_commit(engine, tmp_path, monkeypatch):  # noqa: F811
     done = build(engine, agent(tmp_path, "-e nemo-gym[dev] @ ../../\n"), monkeypatch)
-    assert done["dockerfile"] == nemo_gym_images.CODE_ONLY_DOCKERFILE.read_text()
-    steps = instructions(done["dockerfile"])
-    assert steps.count("FROM") == 1 and "RUN" not in steps and len(steps) <= 6
-    assert "GYM_COMPOSE_SERVER_DIR=${SERVER_DIR}" in done["dockerfile"]
-    assert done["args"] == {"RUNTIME_IMAGE": RUNTIME,
-                            "SERVER_DIR": "/srv/gym/responses_api_agents/tool_simulation_agent"}
-    assert "gym/responses_api_agents/tool_simulation_agent/app.py" in done["files"]
+    assert done["parent"] == RUNTIME and len(engine.commits) == 1 and not engine.builds
+    assert done["command"] == ["sh", f"{STAGING}/nemo-gym-server.sh", ""]
+    assert "/srv/gym/responses_api_agents/tool_simulation_agent/app.py" in done["files"]
+    assert f"{STAGING}/requirements.txt" not in done["files"]  # the script installs nothing then
+    env = [change for change in done["changes"] if change.startswith("ENV ")]
+    assert env == ["ENV GYM_COMPOSE_SERVER_DIR=/srv/gym/responses_api_agents/tool_simulation_agent "
+                   "PYTHONPATH=/srv/gym:/opt/server-packages"]
+    image = engine.images[done["tag"]]["Config"]
+    assert image["Labels"][f"{IMAGE_LABEL}.runtime"] == "nemo_gym"
+    assert image["Cmd"] == engine.images[RUNTIME]["Config"]["Cmd"]  # the runtime's launcher, not the script
 
 
-def test_a_server_with_its_own_packages_keeps_the_requirements_stage(engine, tmp_path, monkeypatch):  # noqa: F811
+def test_a_server_with_its_own_packages_installs_them_offline_from_the_staged_wheels(engine, tmp_path, monkeypatch):  # noqa: F811
     done = build(engine, agent(tmp_path, "-e nemo-gym[dev] @ ../../\nsympy\n"), monkeypatch)
-    assert done["dockerfile"] == nemo_gym_images.SERVER_DOCKERFILE.read_text()
-    assert "pip install" in done["dockerfile"] and "PIP_INSTALL_OPTIONS" in done["args"]
+    assert done["command"] == ["sh", f"{STAGING}/nemo-gym-server.sh", "--no-index"]
+    assert {f"{STAGING}/requirements.txt", f"{STAGING}/shadow.txt"} <= set(done["files"])
+    script = nemo_gym_images.SERVER_SCRIPT.read_text()
+    assert "pip install" in script and '-c "$build/runtime-constraints.txt"' in script
 
 
 # Files of a NeMo Gym checkout that a server's config names from the checkout's root (critpt_agent's
@@ -105,8 +108,37 @@ def test_the_nemo_gym_runtime_image_holds_the_named_file_at_its_checkout_path(en
     assert service.runtime == "nemo_gym" and service.referenced_paths == ("benchmarks/critpt/prompts/turn2.yaml",)
 
     with_file = build(engine, agent, monkeypatch, referenced=service.referenced_paths)
-    assert "gym/benchmarks/critpt/prompts/turn2.yaml" in with_file["files"]
-    assert "gym/benchmarks/critpt/prompts/unused.yaml" not in with_file["files"]
-    assert "gym/responses_api_agents/critpt_agent/app.py" in with_file["files"]
+    assert "/srv/gym/benchmarks/critpt/prompts/turn2.yaml" in with_file["files"]
+    assert "/srv/gym/benchmarks/critpt/prompts/unused.yaml" not in with_file["files"]
+    assert "/srv/gym/responses_api_agents/critpt_agent/app.py" in with_file["files"]
     without = build(engine, agent, monkeypatch)
     assert without["tag"] != with_file["tag"]  # the file is part of the image's content hash
+
+
+def test_the_runtime_is_its_venv_then_the_container_modules_each_one_commit(engine, tmp_path, monkeypatch):  # noqa: F811
+    def fake_wheelhouse(requirements, cache_dir, progress, **options):
+        folder = tmp_path / "runtime-wheels"
+        folder.mkdir(exist_ok=True)
+        (folder / "nemo_gym-0.7.0-py3-none-any.whl").write_bytes(b"")
+        return folder
+
+    monkeypatch.setattr(nemo_gym_images, "ensure_wheelhouse", fake_wheelhouse)
+    monkeypatch.setattr(nemo_gym_images, "ensure_nemo_gym_python_image", lambda settings, progress: "gym-compose/debian-python313:p")
+    engine.add("gym-compose/debian-python313:p", user="", cmd=["python3"])
+    engine.add("gym-compose/base:b", {f"{IMAGE_LABEL}.parent": "gym-compose/debian-python:x"})
+    tag = nemo_gym_images.ensure_nemo_gym_runtime_image("gym-compose/base:b", progress=lambda _: None)
+
+    venv, runtime = engine.commits
+    assert venv["parent"] == "gym-compose/debian-python313:p" and runtime["parent"] == venv["tag"]
+    assert venv["command"] == ["sh", f"{STAGING}/nemo-gym-runtime-venv.sh", "--no-index"]
+    assert f"{STAGING}/wheels/nemo_gym-0.7.0-py3-none-any.whl" in venv["files"]
+    assert runtime["command"] == [] and runtime["tag"] == tag  # copies only: nothing runs
+    assert "/opt/gym-compose/gym_compose/server/nemo_gym_launch.py" in runtime["files"]
+    assert "/opt/gym-compose/gym_compose_sandbox_provider-1.0.dist-info/entry_points.txt" in runtime["files"]
+    config = engine.images[tag]["Config"]
+    assert config["User"] == "10001:10001" and config["Cmd"] == ["python", "-m", "gym_compose.server.nemo_gym_launch"]
+    assert config["Labels"][f"{IMAGE_LABEL}.parent"] == "gym-compose/debian-python313:p"  # read back: offline
+
+    engine.commits.clear()
+    assert nemo_gym_images.ensure_nemo_gym_runtime_image("gym-compose/base:b", progress=lambda _: None) == tag
+    assert engine.commits == []  # up to date: nothing built twice

@@ -150,21 +150,17 @@ def _server(tmp_path, requirements):
     return folder
 
 
-def _capture_shadow_files(monkeypatch) -> list[str]:
-    shadow_files: list[str] = []
-    real_build = nemo_gym_images.build_image
-
-    def build(context, tag, **kwargs):
-        shadow_files.append((Path(context) / "shadow.txt").read_text())
-        return real_build(context, tag, **kwargs)
-
-    monkeypatch.setattr(nemo_gym_images, "build_image", build)
-    return shadow_files
+def _shadow_files(engine) -> list[str]:
+    """shadow.txt of each committed server container, as it was copied into it."""
+    found = []
+    for commit in engine.commits:
+        staged = [name for name in commit["files"] if name.endswith("/gym-compose-build/shadow.txt")]
+        found += [engine.copied[name] for name in staged]
+    return found
 
 
 def test_clashing_pins_go_to_the_shadow_layer_and_the_build_says_which(engine, monkeypatch, tmp_path):
     requests = _wheelhouses(monkeypatch, tmp_path, ["datasets-4.0.0", "fsspec-2025.3.0", "numpy-2.3.1"])
-    shadow_files = _capture_shadow_files(monkeypatch)
     folder = _server(tmp_path, "-e nemo-gym[dev] @ ../../\ndatasets==4.0.0\n")
     lines: list[str] = []
     nemo_gym_images.ensure_nemo_gym_server_image(folder, "resources_servers", (), "gym-compose/nemo-gym-runtime:r1",
@@ -174,10 +170,10 @@ def test_clashing_pins_go_to_the_shadow_layer_and_the_build_says_which(engine, m
     assert own["requirements"] == "datasets==4.0.0\n" and own["release_clashes"]
     assert own["resolve_with"] == nemo_gym_images.RUNTIME_REQUIREMENTS.read_text()
     assert "datasets==3.6.0" in own["constraints"]
-    assert shadow_files == ["datasets==4.0.0\nfsspec==2025.3.0\n"]
-    (build,) = engine.builds
-    assert "--target /tmp/shadow" in build["dockerfile"]
-    assert "PYTHONPATH=/srv/gym:/opt/server-packages" in build["dockerfile"]
+    assert _shadow_files(engine) == ["datasets==4.0.0\nfsspec==2025.3.0\n"]
+    (commit,) = engine.commits
+    assert "--target /opt/server-packages" in nemo_gym_images.SERVER_SCRIPT.read_text()
+    assert any("PYTHONPATH=/srv/gym:/opt/server-packages" in change for change in commit["changes"])
     said = ("(NeMo Gym runtime); its own datasets==4.0.0 (runtime 3.6.0), fsspec==2025.3.0 (runtime 2025.9.0) "
             "shadow the runtime's")
     assert any(said in line for line in lines), lines
@@ -185,9 +181,8 @@ def test_clashing_pins_go_to_the_shadow_layer_and_the_build_says_which(engine, m
 
 def test_a_server_without_clashes_has_an_empty_shadow_file(engine, monkeypatch, tmp_path):
     _wheelhouses(monkeypatch, tmp_path, ["numpy-2.3.1", "molbloom-2.3.4"])
-    shadow_files = _capture_shadow_files(monkeypatch)
     lines: list[str] = []
     nemo_gym_images.ensure_nemo_gym_server_image(_server(tmp_path, "molbloom==2.3.4\n"), "resources_servers", (),
                                                  "gym-compose/nemo-gym-runtime:r1", progress=lines.append)
-    assert shadow_files == [""]
+    assert _shadow_files(engine) == [""]
     assert not any("shadow" in line for line in lines)
