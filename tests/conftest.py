@@ -36,17 +36,21 @@ def _docker_compose_available() -> bool:
 # engines in network namespaces) run while no other Docker module does: a second lane's stack lost
 # its service names while the swarm-nodes test ran ("Name or service not known"). That is a
 # readers-writer lock on a file (EngineTurn), taken per module outside the test's timeout.
-# The second lane holds most of the modules that run NeMo Gym-runtime servers (BUILDS_NEMO_GYM_RUNTIME:
-# they share the runtime image, whose build its first module pays), the first one the rest and, for
-# balance, test_nemo_gym_compat (late in its file order: the image is built by then). The
-# ENGINE_EXCLUSIVE modules run last, when the other lane is done: on a fresh engine here, about 33
-# minutes of serial run per lane and 5 for them (docs/development.md).
+# The second lane holds the modules that run NeMo Gym-runtime servers (BUILDS_NEMO_GYM_RUNTIME: they
+# share the runtime image, whose build its first module pays) and, for balance, the local model's
+# (its llama.cpp compile) and the SWE registry's; the first one the rest, test_nemo_gym_compat
+# among them (late in its file order: the image is built by then). The ENGINE_EXCLUSIVE modules
+# run last, when the other lane is done. Per module (JUnit, fresh engine, 2026-12-04, before the
+# NeMo Gym images were committed containers): the second lane's NeMo Gym modules 28 min, the
+# first lane 31 min plus 13 for the swarm modules (one of them hung 10 min; docs/development.md).
 FIRST_LANE = pytest.mark.xdist_group("docker-1")
 SECOND_LANE = pytest.mark.xdist_group("docker-2")
-SECOND_LANE_MODULES = frozenset({
+NEMO_GYM_RUNTIME_MODULES = frozenset({
     "test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_runtime", "test_nemo_gym_sandboxes",
     "test_nemo_gym_swe_servers", "test_nemo_gym_sweep",
 })
+BALANCING_MODULES = frozenset({"test_local_model", "test_swe_registry"})
+SECOND_LANE_MODULES = NEMO_GYM_RUNTIME_MODULES | BALANCING_MODULES
 ENGINE_EXCLUSIVE = frozenset({"test_swarm", "test_swarm_nodes"})
 
 

@@ -75,12 +75,14 @@ def test_the_docker_tests_run_in_two_lanes_each_in_one_worker(tmp_path):
     assert workers["docker-1"] != workers["docker-2"], workers  # the two lanes run at once
 
 
-def test_the_second_lane_runs_nemo_gym_runtime_modules_only():
-    from tests.conftest import SECOND_LANE_MODULES
+def test_the_second_lane_runs_the_nemo_gym_runtime_modules_and_the_named_balancers():
+    from tests.conftest import BALANCING_MODULES, NEMO_GYM_RUNTIME_MODULES, SECOND_LANE_MODULES
 
     e2e = CONFTEST.parent / "e2e"
     users = {path.stem for path in e2e.glob("test_*.py") if "BUILDS_NEMO_GYM_RUNTIME]" in path.read_text()}
-    assert SECOND_LANE_MODULES <= users and len(SECOND_LANE_MODULES) >= len(users) - 1
+    assert NEMO_GYM_RUNTIME_MODULES <= users and len(NEMO_GYM_RUNTIME_MODULES) >= len(users) - 1
+    assert not BALANCING_MODULES & users and all((e2e / f"{name}.py").is_file() for name in BALANCING_MODULES)
+    assert SECOND_LANE_MODULES == NEMO_GYM_RUNTIME_MODULES | BALANCING_MODULES
 
 
 def test_the_modules_that_change_the_engine_are_run_last(tmp_path):
