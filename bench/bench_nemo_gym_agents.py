@@ -80,8 +80,8 @@ def agent_instances(config_file: Path, agent: str) -> list[str]:
 
 
 def model_configs(tree: Path, config_file: Path) -> tuple[str, ...]:
-    """`--config FILE` for each model instance but the policy that the agent's own config names but does not define,
-    where a model config of the wheel defines it (simple_agent_with_compaction's
+    """`--config FILE` for each model instance (the policy aside) that the agent's own config names
+    without defining it, where a model config of the wheel defines it (simple_agent_with_compaction's
     `policy_model_for_compaction`: responses_api_models/vllm_model_with_compaction/configs/)."""
     try:
         data = yaml.safe_load(config_file.read_text()) or {}

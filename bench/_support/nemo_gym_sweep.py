@@ -198,9 +198,12 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     extra_models = [key for key, value in config.items() if isinstance(value, dict)
                     and isinstance(value.get("responses_api_models"), dict) and key != "policy_model"
                     and "mock_model" not in value["responses_api_models"]]
+    mock_policy = "mock_model" in ((config.get("policy_model") or {}).get("responses_api_models") or {})
     for name in extra_models:
         (implementation, block), = list(config[name]["responses_api_models"].items())[:1]
         urls = [str(value) for key, value in (block or {}).items() if str(key).endswith("base_url") and value]
+        if urls and mock_policy and all(url == config.get("policy_base_url") for url in urls):
+            continue  # a model server in front of the stack's own mock policy (vllm_model_for_compaction) runs
         if urls:  # the config names an endpoint (a hosted judge): offline, unreachable; --model NAME=URL repoints it
             return f"needs the model endpoint its config names for {name} ({implementation} at {urls[0]})"
         return f"needs a second model server ({name}: {implementation}, a judge or user simulator with its own engine)"

@@ -61,6 +61,22 @@ def test_an_agent_no_server_uses_runs_its_own_config_against_the_generic_server_
     assert own.rows == tmp_path / "resources_servers" / agents.GENERIC_SERVER / "data/example.jsonl"
 
 
+def test_the_wheels_config_of_a_model_the_agents_config_names_without_defining_it_comes_along(tmp_path):
+    resources_server(tmp_path, agents.GENERIC_SERVER, {agents.GENERIC_SERVER: "simple_agent"})
+    folder = agent(tmp_path, "compacting_agent")
+    write(folder / "configs" / "compacting_agent.yaml",
+          "compacting_agent:\n  responses_api_agents:\n    compacting_agent:\n      entrypoint: app.py\n"
+          "      model_server:\n        type: responses_api_models\n        name: policy_model_for_compaction\n"
+          "      judge:\n        type: responses_api_models\n        name: policy_model\n")
+    model_config = write(tmp_path / "responses_api_models" / "compaction_model" / "configs" / "for_compaction.yaml",
+                         "policy_model_for_compaction:\n  responses_api_models:\n    compaction_model: {}\n")
+    write(tmp_path / "responses_api_models" / "hosted" / "configs" / "hosted.yaml",  # the stack's policy stays ours
+          "policy_model:\n  responses_api_models:\n    hosted: {}\n")
+    (own,) = agents.pairings(tmp_path, "compacting_agent")
+    assert own.arguments[-2:] == ("--config", str(model_config))
+    assert own.arguments.count("--config") == 1
+
+
 def test_an_agent_whose_requirements_come_from_git_or_pull_a_gpu_stack_is_excluded_naming_the_line(tmp_path):
     from_git = agent(tmp_path, "tau2", "rank-bm25>=0.2.2\ntau2[knowledge] @ git+https://github.com/x/tau2-bench@main\n")
     assert agents.agent_exclusion(from_git) == ("needs the internet at build time (git/URL requirement: "

@@ -105,6 +105,22 @@ def test_a_judge_the_mock_serves_no_longer_excludes_but_its_own_engine_does(tmp_
     assert "genrm_model" in (sweep.exclusion(folder, engine) or "")
 
 
+def test_a_model_server_in_front_of_the_stacks_mock_policy_runs_but_one_at_a_hosted_endpoint_does_not(tmp_path):
+    folder = tmp_path / "compacted"
+    folder.mkdir()
+    policy_url = "http://policy-model:8000/v1"
+    config = {"x": {"resources_servers": {"x": {}}}, "policy_base_url": policy_url,
+              "policy_model": {"responses_api_models": {"mock_model": {"mode": "oracle"}}},
+              "policy_model_for_compaction": {"responses_api_models": {"vllm_model_with_compaction": {
+                  "base_url": policy_url, "return_token_id_information": True}}}}
+    assert sweep.exclusion(folder, config) is None  # vllm_model_for_compaction.yaml on the mock: it runs
+    hosted = {**config, "policy_model_for_compaction": {"responses_api_models": {"vllm_model_with_compaction": {
+        "base_url": "https://hosted.example/v1"}}}}
+    assert "needs the model endpoint its config names" in (sweep.exclusion(folder, hosted) or "")
+    real_policy = {**config, "policy_model": {"responses_api_models": {"openai_model": {}}}}
+    assert "needs the model endpoint its config names" in (sweep.exclusion(folder, real_policy) or "")
+
+
 def test_a_sandboxed_server_is_excluded_naming_the_task_images_it_needs_and_their_registry(tmp_path):
     folder = tmp_path / "swe_thing"
     (folder / "data").mkdir(parents=True)
