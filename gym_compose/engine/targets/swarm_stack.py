@@ -113,7 +113,9 @@ class SwarmStack:
 
     def ps(self) -> list[ServiceState]:
         """One row per current task (the latest of each replica slot), the collector job included."""
-        services, rows = self._task_rows()
+        return self._states(*self._task_rows())
+
+    def _states(self, services: dict[str, dict[str, Any]], rows: list[dict[str, Any]]) -> list[ServiceState]:
         states: dict[str, ServiceState] = {}
         for row in rows:
             name = str(row.get("Name", ""))
@@ -133,11 +135,10 @@ class SwarmStack:
                             timeout=30, retries=2, check=False)
         return services, [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
 
-    def lost_tasks(self) -> list[ServiceState]:
+    def _lost_tasks(self, services: dict[str, dict[str, Any]], rows: list[dict[str, Any]]) -> list[ServiceState]:
         """Server tasks Swarm gave up with their node: the node is down, the task's desired state is
         shutdown and its last report says running. Swarm may already run a replacement, but
         requests in flight to the lost one never answer."""
-        services, rows = self._task_rows()
         orphaned = [row for row in rows if str(row.get("DesiredState", "")).lower() == "shutdown"
                     and str(row.get("CurrentState", "")).lower().startswith("running")]
         if not orphaned:
@@ -161,13 +162,15 @@ class SwarmStack:
         return None  # the service may run on another node; its log is not followed
 
     def check_stack(self, services: Sequence[str]) -> StackCheck:
-        states = self.ps()
+        rows = self._task_rows()
+        states = self._states(*rows)
         check = check_servers(states, services)
         dead = {s.service for s in check.dead}
         # a replica that died counts, even when another of the same service still runs; so does
         # one lost with its node, even when its replacement already runs
         extra = [s for s in states if not s.one_off and s.state == "exited" and s.service not in dead]
-        return StackCheck(dead=[*check.dead, *extra, *self.lost_tasks()], paused=check.paused, empty=check.empty)
+        return StackCheck(dead=[*check.dead, *extra, *self._lost_tasks(*rows)], paused=check.paused,
+                          empty=check.empty)
 
     def log_tail(self, service: str) -> list[str]:
         try:

@@ -84,8 +84,8 @@ class MockModelConfig(BaseServerConfig):
     # Generation calls answered before the gate holds the rest (mock_gate.py); None: no gate.
     hold_after_calls: Optional[int] = None
     # For RL training, as NeMo Gym's vllm_model: token ids and log-probs on each turn's last output
-    # item (mock_tokens.py). Chat Completions gives them when the request asks (vLLM's
-    # `return_token_ids`) or this is set.
+    # item (mock_tokens.py). Chat Completions gives them when the request asks as vLLM is asked
+    # (`logprobs`, `return_token_ids`), and with this set also on the message.
     return_token_id_information: bool = False
 
 
