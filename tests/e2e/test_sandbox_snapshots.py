@@ -15,10 +15,13 @@ from tests.support.sandboxes import CLI, run
 
 pytestmark = pytest.mark.docker
 SNAPSHOT_LABEL = "io.gym-compose.snapshot"
-SEEDED = ("mkdir -p repo && echo seeded > repo/setup.txt && "
-          "{ nohup sleep 600 >/dev/null 2>&1 & echo $! > /work/sleeper.pid; }")
 # what the seed's background process is, by the pid it had: "sleep 600 " where it runs
 SLEEPER = "tr '\\0' ' ' < /proc/$(cat /work/sleeper.pid)/cmdline 2>/dev/null; echo"
+# The seed returns once its background process has exec'd sleep (nohup runs first under the same
+# pid), so a snapshot taken after it always holds "sleep 600"; bounded at 10 s.
+SEEDED = ("mkdir -p repo && echo seeded > repo/setup.txt && "
+          "{ nohup sleep 600 >/dev/null 2>&1 & echo $! > /work/sleeper.pid; } && "
+          f"for _ in $(seq 200); do [ \"$({SLEEPER})\" = 'sleep 600 ' ] && break; sleep 0.05; done")
 
 
 def snapshot_images(project: str) -> list[str]:
