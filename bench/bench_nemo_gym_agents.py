@@ -103,7 +103,8 @@ def model_configs(tree: Path, config_file: Path) -> tuple[str, ...]:
 
 def pairings(tree: Path, agent: str) -> list[Pairing]:
     """Every way to run `agent` here, best first: the resources-server configs that instantiate it
-    (the server's own `<name>.yaml` before its flavors), then its own configs with the generic server."""
+    (the server's own `<name>.yaml` before its flavors), then its own configs with the generic server
+    (and the agent's own example rows, where it has them)."""
     found: list[Pairing] = []
     for server_dir in sorted(path for path in (tree / "resources_servers").iterdir() if path.is_dir()):
         rows = server_dir / "data" / "example.jsonl"
@@ -117,7 +118,9 @@ def pairings(tree: Path, agent: str) -> list[Pairing]:
                     else f"{server_dir.name}/{config_file.stem}"
                 found.append(Pairing(agent, instance, ("--resources-server", chosen, f"++agent_name={instance}"),
                                      rows, str(config_file.relative_to(tree))))
-    generic_rows = tree / "resources_servers" / GENERIC_SERVER / "data" / "example.jsonl"
+    # the agent's own example rows where it ships them (mini_swe_agent_2's), else the generic server's
+    own_rows = tree / "responses_api_agents" / agent / "data" / "example.jsonl"
+    rows = own_rows if own_rows.is_file() else tree / "resources_servers" / GENERIC_SERVER / "data" / "example.jsonl"
     own = sorted((tree / "responses_api_agents" / agent / "configs").glob("*.yaml"),
                  key=lambda path: (path.stem != agent, path.stem))
     for config_file in own:
@@ -128,7 +131,7 @@ def pairings(tree: Path, agent: str) -> list[Pairing]:
             found.append(Pairing(agent, instance, (
                 "--resources-server", GENERIC_SERVER, "--agent-type", flavor, f"++agent_name={instance}",
                 f"{block}.resources_server.name={GENERIC_SERVER}", *settings, *model_configs(tree, config_file)),
-                generic_rows, str(config_file.relative_to(tree))))
+                rows, str(config_file.relative_to(tree))))
     return found
 
 

@@ -222,7 +222,8 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
             sandboxed = True
             continue
         # a top-level key (`judge_api_key: EMPTY`) is only what a block interpolates: the block says it
-        if leaf in METADATA_KEYS or in_stack(value, own) or key_of_an_in_stack_endpoint(path, config, own):
+        if leaf in METADATA_KEYS or in_stack(value, own) or key_of_an_in_stack_endpoint(path, config, own) \
+                or key_of_an_unset_endpoint(path, config):
             continue  # metadata; the mock's own address (policy_base_url with the built-in mock) and its key
         if EXTERNAL_KEY.search(leaf) and isinstance(value, str) and value.lower() not in PLACEHOLDER_KEYS \
                 and "policy" not in path.split(".")[0] \
@@ -259,6 +260,23 @@ def key_of_an_in_stack_endpoint(path: str, config: dict[str, Any], hosts: set[st
     for key in parent.split(".") if parent else []:
         node = node.get(key) if isinstance(node, dict) else None
     return isinstance(node, dict) and in_stack(node.get(leaf[:-len("api_key")] + "base_url"), hosts)
+
+
+def key_of_an_unset_endpoint(path: str, config: dict[str, Any]) -> bool:
+    """`a.b.openai_api_key` beside `a.b.openai_base_url: null` in a block whose model calls go through
+    its `model_server` (cline_agent, kilocode_agent): the key of a direct-provider mode not in use."""
+    parent, _, leaf = path.rpartition(".")
+    if not leaf.endswith("api_key"):
+        return False
+    node: Any = config
+    for key in parent.split(".") if parent else []:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return False
+    endpoint = leaf[:-len("api_key")] + "base_url"
+    server = node.get("model_server")
+    return endpoint in node and node[endpoint] is None and isinstance(server, dict) \
+        and server.get("type") == "responses_api_models"
 
 
 def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str | None:

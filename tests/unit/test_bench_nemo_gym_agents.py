@@ -61,6 +61,15 @@ def test_an_agent_no_server_uses_runs_its_own_config_against_the_generic_server_
     assert own.rows == tmp_path / "resources_servers" / agents.GENERIC_SERVER / "data/example.jsonl"
 
 
+def test_an_agent_that_ships_example_rows_runs_its_own_config_on_them(tmp_path):
+    resources_server(tmp_path, agents.GENERIC_SERVER, {agents.GENERIC_SERVER: "simple_agent"})
+    folder = agent(tmp_path, "mini_swe_agent_2", configs={"mini_swe_agent_2": "mini_swe_agent_2"})
+    write(folder / "data" / "example.jsonl", json.dumps({"instance_id": "django__django-10973"}) + "\n")
+    (own,) = agents.pairings(tmp_path, "mini_swe_agent_2")
+    assert own.rows == folder / "data" / "example.jsonl"
+    assert own.server == agents.GENERIC_SERVER
+
+
 def test_the_wheels_config_of_a_model_the_agents_config_names_without_defining_it_comes_along(tmp_path):
     resources_server(tmp_path, agents.GENERIC_SERVER, {agents.GENERIC_SERVER: "simple_agent"})
     folder = agent(tmp_path, "compacting_agent")

@@ -172,3 +172,18 @@ def test_the_stacks_own_endpoint_and_nemo_gyms_metadata_are_no_external_service(
     config["verifif"]["resources_servers"]["verifif"]["judge_base_url"] = "http://judge.example:8000/v1"
     assert sweep.exclusion(folder, config) == \
         "needs an external service (verifif.resources_servers.verifif.judge_base_url)"
+
+
+def test_the_key_of_a_direct_provider_mode_not_in_use_is_no_external_service(tmp_path):
+    folder = tmp_path / "cline_agent"
+    folder.mkdir()
+    block = {"model_server": {"type": "responses_api_models", "name": "policy_model"},
+             "openai_api_key": "****", "openai_base_url": None}  # cline_agent.yaml: "" shown masked
+    config = {"cline_agent": {"responses_api_agents": {"cline_agent": block}}}
+    assert sweep.exclusion(folder, config) is None  # its model calls go through its model_server
+    block["openai_base_url"] = "https://api.example.com/v1"
+    assert sweep.exclusion(folder, config) == \
+        "needs an external service (cline_agent.responses_api_agents.cline_agent.openai_api_key)"
+    block["openai_base_url"], block["model_server"] = None, None  # calling a provider directly
+    assert sweep.exclusion(folder, config) == \
+        "needs an external service (cline_agent.responses_api_agents.cline_agent.openai_api_key)"
