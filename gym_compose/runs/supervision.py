@@ -148,7 +148,6 @@ def watch(stack: DeployedStack, collector: RunningProcess, run_dir: Path, servic
     return None
 
 
-
 def report_dead_servers(stack: DeployedStack, check: StackCheck, display: ProgressDisplay,
                         run_ended: bool = False) -> str | None:
     """Why the run stops when servers died (with their last log lines said), else None."""
