@@ -251,29 +251,31 @@ def in_stack(value: Any, hosts: set[str]) -> bool:
     return isinstance(value, str) and value.startswith("http://") and urlparse(value).hostname in hosts
 
 
-def key_of_an_in_stack_endpoint(path: str, config: dict[str, Any], hosts: set[str]) -> bool:
-    """`a.b.judge_api_key` (shown masked, so unknown) beside an `a.b.judge_base_url` of the stack's own."""
+def _api_key_block(path: str, config: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """For `a.b.judge_api_key`: the block `a.b` and the name of its endpoint key (`judge_base_url`);
+    None when the path is no api key or names no block."""
     parent, _, leaf = path.rpartition(".")
     if not leaf.endswith("api_key"):
-        return False
+        return None
     node: Any = config
     for key in parent.split(".") if parent else []:
         node = node.get(key) if isinstance(node, dict) else None
-    return isinstance(node, dict) and in_stack(node.get(leaf[:-len("api_key")] + "base_url"), hosts)
+    return (node, leaf[:-len("api_key")] + "base_url") if isinstance(node, dict) else None
+
+
+def key_of_an_in_stack_endpoint(path: str, config: dict[str, Any], hosts: set[str]) -> bool:
+    """`a.b.judge_api_key` (shown masked, so unknown) beside an `a.b.judge_base_url` of the stack's own."""
+    found = _api_key_block(path, config)
+    return found is not None and in_stack(found[0].get(found[1]), hosts)
 
 
 def key_of_an_unset_endpoint(path: str, config: dict[str, Any]) -> bool:
     """`a.b.openai_api_key` beside `a.b.openai_base_url: null` in a block whose model calls go through
     its `model_server` (cline_agent, kilocode_agent): the key of a direct-provider mode not in use."""
-    parent, _, leaf = path.rpartition(".")
-    if not leaf.endswith("api_key"):
+    found = _api_key_block(path, config)
+    if found is None:
         return False
-    node: Any = config
-    for key in parent.split(".") if parent else []:
-        node = node.get(key) if isinstance(node, dict) else None
-    if not isinstance(node, dict):
-        return False
-    endpoint = leaf[:-len("api_key")] + "base_url"
+    node, endpoint = found
     server = node.get("model_server")
     return endpoint in node and node[endpoint] is None and isinstance(server, dict) \
         and server.get("type") == "responses_api_models"
