@@ -29,29 +29,30 @@ def _docker_compose_available() -> bool:
     return True
 
 
-# Under pytest-xdist (pyproject's addopts: three workers) the Docker tests run in two lanes, each a
-# worker running its modules in file order, while the unit and protocol tests fill the third. A
-# module stays whole in its lane (its module fixtures: a stack, a registry). Two lanes share one
-# engine, so the modules that change the engine itself (ENGINE_EXCLUSIVE: swarm mode, further
-# engines in network namespaces) run while no other Docker module does: a second lane's stack lost
-# its service names while the swarm-nodes test ran ("Name or service not known"). That is a
+# Under pytest-xdist (pyproject's addopts: four workers) the Docker tests run in three lanes, each a
+# worker running its modules whole, while the unit and protocol tests fill the fourth. A module
+# stays whole in its lane (its module fixtures: a stack, a registry). The lanes share one engine,
+# so the modules that change the engine itself (ENGINE_EXCLUSIVE: swarm mode, further engines in
+# network namespaces) run while no other Docker module does: a second lane's stack lost its
+# service names while the swarm-nodes test ran ("Name or service not known"). That is a
 # readers-writer lock on a file (EngineTurn), taken per module outside the test's timeout.
-# The second lane holds the modules that run NeMo Gym-runtime servers (BUILDS_NEMO_GYM_RUNTIME: they
-# share the runtime image, whose build its first module pays) and, for balance, the local model's
-# (its llama.cpp compile) and the SWE registry's; the first one the rest, test_nemo_gym_compat
-# among them (late in its file order: the image is built by then). The ENGINE_EXCLUSIVE modules
-# run last, when the other lane is done. Per module (JUnit, fresh engine, 2026-12-04, before the
-# NeMo Gym images were committed containers): the second lane's NeMo Gym modules 28 min, the
-# first lane 31 min plus 13 for the swarm modules (one of them hung 10 min; docs/development.md).
-FIRST_LANE = pytest.mark.xdist_group("docker-1")
-SECOND_LANE = pytest.mark.xdist_group("docker-2")
-NEMO_GYM_RUNTIME_MODULES = frozenset({
-    "test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_runtime", "test_nemo_gym_sandboxes",
-    "test_nemo_gym_swe_servers", "test_nemo_gym_sweep",
-})
-BALANCING_MODULES = frozenset({"test_local_model", "test_swe_registry"})
-SECOND_LANE_MODULES = NEMO_GYM_RUNTIME_MODULES | BALANCING_MODULES
+# LANES names the modules of the second and third lanes in the order they run; the first lane runs
+# every other Docker module in file order, ENGINE_EXCLUSIVE last. They are balanced by the seconds
+# each module took (fresh engine, two lanes, 2026-12-04 20:38-21:26 UTC, docs/development.md#tests):
+# the second lane holds the NeMo Gym-runtime modules whose first (test_judge_models, 657 s) builds
+# the runtime image; the third starts with the llama.cpp compile (test_local_model, 560 s) and runs
+# its two NeMo Gym-runtime modules after it, when the image is built (a module that asks for an
+# image being built waits for it: gym-compose's build lock).
+LANES = {
+    "docker-2": ("test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_runtime",
+                 "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers"),
+    "docker-3": ("test_local_model", "test_swebench", "test_nemo_gym_compat", "test_swe_registry",
+                 "test_nemo_gym_sweep"),
+}
+FIRST_LANE = "docker-1"
 ENGINE_EXCLUSIVE = frozenset({"test_swarm", "test_swarm_nodes"})
+_LANE_OF = {module: lane for lane, modules in LANES.items() for module in modules}
+_PLACE_IN_LANE = {module: place for modules in LANES.values() for place, module in enumerate(modules)}
 
 
 def _module_name(item) -> str:
@@ -62,13 +63,13 @@ def pytest_itemcollected(item):
     """Each Docker test's lane, as it is collected: before any pytest_collection_modifyitems (xdist's
     reads the groups there, in an order no hookimpl option pins against a conftest's)."""
     if "docker" in item.keywords:
-        item.add_marker(SECOND_LANE if _module_name(item) in SECOND_LANE_MODULES else FIRST_LANE)
+        item.add_marker(pytest.mark.xdist_group(_LANE_OF.get(_module_name(item), FIRST_LANE)))
 
 
 class EngineTurn:
     """A readers-writer lock between the pytest processes of one checkout: shared for a Docker
     module, exclusive for an ENGINE_EXCLUSIVE one. A turnstile (taken first, held by a waiting
-    writer) keeps the other lane from starting module after module while a writer waits."""
+    writer) keeps the other lanes from starting module after module while a writer waits."""
 
     def __init__(self, folder: Path):
         folder.mkdir(parents=True, exist_ok=True)
@@ -110,8 +111,15 @@ def pytest_runtest_protocol(item, nextitem):
         turn.give_back()
 
 
+def _place_in_lane(item) -> tuple[bool, int]:
+    """Sort key: ENGINE_EXCLUSIVE modules last, a named lane in LANES order; stable, so file order
+    otherwise (xdist keeps this order within a lane)."""
+    module = _module_name(item)
+    return module in ENGINE_EXCLUSIVE, _PLACE_IN_LANE.get(module, 0)
+
+
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: _module_name(item) in ENGINE_EXCLUSIVE)  # last; stable: file order otherwise
+    items.sort(key=_place_in_lane)
     docker_items = [item for item in items if "docker" in item.keywords]
     if not docker_items or _docker_compose_available():
         return

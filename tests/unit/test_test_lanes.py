@@ -1,6 +1,6 @@
-"""The suite's lanes (tests/conftest.py): under pytest-xdist the Docker tests run in two lanes, each
-in one worker of its own, and a module that changes the engine itself runs while no other Docker
-module does. Checked on a small suite of its own, because a pytest or pytest-xdist upgrade can
+"""The suite's lanes (tests/conftest.py): under pytest-xdist the Docker tests run in three lanes,
+each in one worker of its own and in its named order, and a module that changes the engine itself
+runs while no other Docker module does. Checked on a small suite of its own, because a pytest or pytest-xdist upgrade can
 silently drop the groups (pytest 9.2 did)."""
 
 import json
@@ -52,37 +52,53 @@ def run_suite(folder: Path, modules: dict[str, str]) -> subprocess.CompletedProc
         (folder / module).write_text(text)
     env = {key: value for key, value in os.environ.items() if key != "CI"}
     env["LANES_RECORD"] = str(folder)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-n", "3",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-n", "4",
                            "--dist", "loadgroup", str(folder)],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     return done
 
 
-def test_the_docker_tests_run_in_two_lanes_each_in_one_worker(tmp_path):
-    modules = ("test_stack.py", "test_swarm.py", "test_nemo_gym_runtime.py", "test_mcp.py")
+def test_the_docker_tests_run_in_three_lanes_each_in_one_worker(tmp_path):
+    modules = ("test_stack.py", "test_swarm.py", "test_nemo_gym_runtime.py", "test_mcp.py", "test_local_model.py")
     done = run_suite(tmp_path, {module: TESTS for module in modules})
     reported = REPORTED.findall(done.stdout)
-    assert len(reported) == 16, done.stdout[-3000:]
+    assert len(reported) == 20, done.stdout[-3000:]
     workers: dict[str, set[str]] = {}
     lanes: dict[str, set[str]] = {}
     for worker, module, lane in reported:
         workers.setdefault(lane, set()).add(worker)
         lanes.setdefault(lane, set()).add(module)
     assert lanes == {"docker-1": {"test_stack.py", "test_swarm.py"},
-                     "docker-2": {"test_nemo_gym_runtime.py", "test_mcp.py"}}, lanes
+                     "docker-2": {"test_nemo_gym_runtime.py", "test_mcp.py"},
+                     "docker-3": {"test_local_model.py"}}, lanes
     assert all(len(held) == 1 for held in workers.values()), workers
-    assert workers["docker-1"] != workers["docker-2"], workers  # the two lanes run at once
+    assert len(set().union(*workers.values())) == 3, workers  # the three lanes run at once
 
 
-def test_the_second_lane_runs_the_nemo_gym_runtime_modules_and_the_named_balancers():
-    from tests.conftest import BALANCING_MODULES, NEMO_GYM_RUNTIME_MODULES, SECOND_LANE_MODULES
+def test_a_named_lane_runs_its_modules_in_its_own_order_not_file_order(tmp_path):
+    from tests.conftest import LANES
+
+    # a pair of one lane that file order would run the other way round
+    lane, first, later = next((lane, first, later) for lane, modules in LANES.items()
+                              for place, first in enumerate(modules) for later in modules[place + 1:] if later < first)
+    done = run_suite(tmp_path, {f"{first}.py": TESTS, f"{later}.py": TESTS})
+    order = [module for _worker, module, in_lane in REPORTED.findall(done.stdout) if in_lane == lane]
+    assert order == [f"{first}.py"] * 4 + [f"{later}.py"] * 4, done.stdout[-3000:]
+
+
+def test_the_named_lanes_hold_existing_modules_once_and_the_nemo_gym_runtime_users_after_no_build():
+    from tests.conftest import ENGINE_EXCLUSIVE, LANES
 
     e2e = CONFTEST.parent / "e2e"
+    named = [module for modules in LANES.values() for module in modules]
+    assert len(named) == len(set(named)) and not ENGINE_EXCLUSIVE & set(named)
+    assert all((e2e / f"{module}.py").is_file() for module in named), named
+    # The runtime image is built by the second lane's first module; a user of it anywhere else
+    # would sit in the first lane at the start, waiting for that build.
     users = {path.stem for path in e2e.glob("test_*.py") if "BUILDS_NEMO_GYM_RUNTIME]" in path.read_text()}
-    assert NEMO_GYM_RUNTIME_MODULES <= users and len(NEMO_GYM_RUNTIME_MODULES) >= len(users) - 1
-    assert not BALANCING_MODULES & users and all((e2e / f"{name}.py").is_file() for name in BALANCING_MODULES)
-    assert SECOND_LANE_MODULES == NEMO_GYM_RUNTIME_MODULES | BALANCING_MODULES
+    assert LANES["docker-2"][0] in users
+    assert users <= set(LANES["docker-2"]) | set(LANES["docker-3"][1:]), users - set(named)
 
 
 def test_the_modules_that_change_the_engine_are_run_last(tmp_path):
