@@ -1,7 +1,7 @@
 """The suite's lanes (tests/conftest.py): under pytest-xdist the Docker tests run in three lanes,
 each in one worker of its own and in its named order, and a module that changes the engine itself
-runs while no other Docker module does. Checked on a small suite of its own, because a pytest or pytest-xdist upgrade can
-silently drop the groups (pytest 9.2 did)."""
+runs while no other Docker module does. Checked on a small suite of its own, because a pytest or
+pytest-xdist upgrade can silently drop the groups (pytest 9.2 did)."""
 
 import json
 import os
