@@ -21,6 +21,9 @@ SERVER_DIR_ENV = "GYM_COMPOSE_SERVER_DIR"  # folder with the implementation's en
 SECRETS_DIR_ENV = "GYM_COMPOSE_SECRETS_DIR"  # where `secret://NAME` values are read from
 HEAD_VIEW_ENV = "GYM_COMPOSE_HEAD_VIEW"  # head only: the host view of the config it serves
 LOG_LEVEL_ENV = "GYM_COMPOSE_LOG_LEVEL"
+# The local-process target: the number of an inherited file descriptor that is a socket already
+# bound to the server's port and listening; the server accepts on it instead of binding its own.
+LISTEN_FD_ENV = "GYM_COMPOSE_LISTEN_FD"
 PROJECT_ENV = "GYM_COMPOSE_PROJECT"  # the collector: its project, named in its run-folder lock
 # A server with several replicas (swarm, kubernetes): this replica's HOST:PORT as the others reach
 # it (sessions are pinned to the replica that made them), and the session-cookie key they share.

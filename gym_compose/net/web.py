@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
+import socket
 import sys
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -15,7 +17,7 @@ from starlette.responses import Response
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-from gym_compose.contract import READY_PATH
+from gym_compose.contract import LISTEN_FD_ENV, READY_PATH
 
 __all__ = ["READY_PATH"]  # and the helpers below
 
@@ -176,8 +178,26 @@ def serve(app, host: str, port: int, log_level: str = "warning") -> None:
         timeout_graceful_shutdown=2,
     )
     server = _quiet_server_class(uvicorn.Server)(config)
+    listener = inherited_listener(port)
     resume_gc()
-    server.run()
+    server.run(sockets=[listener] if listener is not None else None)
+
+
+def inherited_listener(port: int) -> Optional[socket.socket]:
+    """The listening socket the local-process target handed this process (LISTEN_FD_ENV) when it is
+    bound to `port`. The target held the port from the moment it chose it, so no other process could
+    take it in between. Read once: a process this server starts does not inherit the claim."""
+    raw = os.environ.pop(LISTEN_FD_ENV, None)
+    if raw is None:
+        return None
+    try:
+        listener = socket.socket(fileno=int(raw))
+    except (ValueError, OSError):
+        return None
+    if listener.getsockname()[1] != port:
+        listener.detach()  # not this server's socket: leave the descriptor as it is
+        return None
+    return listener
 
 
 def resume_gc() -> None:

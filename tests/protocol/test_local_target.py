@@ -99,3 +99,28 @@ def test_a_server_that_exits_during_start_up_fails_the_start_with_its_last_words
     assert f"{resources.name} stopped during start-up" in message
     assert "the tool table is missing" in message
     assert deployed.processes == {}  # start() removed what it started
+
+
+def test_a_port_is_held_from_its_choice_until_its_server_serves_and_refuses_once_the_server_dies(tmp_path):
+    import socket
+
+    import httpx
+
+    deployed, _, _ = deploy(tmp_path)
+    port = deployed.port("example_single_tool_call")
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    with squatter, pytest.raises(OSError, match="in use"):  # chosen, not yet served: nobody else gets it
+        squatter.bind(("127.0.0.1", port))
+    try:
+        deployed.up(WAIT_S)
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5).status_code < 500
+        process = deployed.processes["example_single_tool_call"]
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        with pytest.raises(httpx.ConnectError):  # this process keeps no copy that would queue connections
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
+        deployed.up(WAIT_S, ["example_single_tool_call"])  # started again on the same port
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5).status_code < 500
+    finally:
+        deployed.down()

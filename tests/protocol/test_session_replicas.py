@@ -3,7 +3,6 @@ session's state is passed to that replica (real servers on loopback, real HTTP).
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -16,16 +15,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from gym_compose.server.sessions import SESSION_ID_KEY, SessionCookieMiddleware
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.protocol
 KEY = "shared-by-the-replicas"
 COOKIE = "CounterServer___counter"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def replica_app(name: str, address: str | None) -> SessionCookieMiddleware:

@@ -4,12 +4,13 @@ the files a run wrote."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.ports import free_port  # noqa: F401  (the e2e tests take it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "gym_compose"]
@@ -20,11 +21,6 @@ LABEL = "io.gym-compose.project"
 # The mark is on every such module, so the bound holds whatever order or selection runs them.
 BUILDS_NEMO_GYM_RUNTIME = pytest.mark.timeout(2400)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def gym_compose(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

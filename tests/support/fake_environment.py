@@ -74,13 +74,10 @@ if __name__ == "__main__":
     uvicorn.run(make_app(mode, delay), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def start_fake_server(mode: str, delay_s: float = 0.0):
+    from tests.support.ports import free_port  # here: run as a script, this file imports nothing of the tests
+
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(HERE), str(port), mode, str(delay_s)])
     deadline = time.monotonic() + 20

@@ -4,24 +4,19 @@ test_swarm.py): the docker and gym-compose calls they make, and the probe run in
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.support import REPO
 from tests.support.e2e import labelled  # noqa: F401  (the sandbox tests' one way to list what is left)
+from tests.support.ports import free_port  # noqa: F401  (the sandbox tests take it from here)
 
 CLI = [sys.executable, "-m", "gym_compose"]
 PROBE = REPO / "tests" / "e2e" / "sandbox_probe.py"
 LABEL = "io.gym-compose.project"
 SANDBOX_LABEL = "io.gym-compose.sandbox"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run(*argv: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:

@@ -29,6 +29,7 @@ from gym_compose.contract import (
     CONFIG_PATH_ENV,
     HEAD_INSTANCE,
     INFERENCE_ROLE,
+    LISTEN_FD_ENV,
     LOG_LEVEL_ENV,
     PROJECT_ENV,
     SECRETS_DIR_ENV,
@@ -55,10 +56,56 @@ if TYPE_CHECKING:
     from gym_compose.plan.model import CollectorRun, Stack
 
 
+# Ports handed out by free_port and not yet given to a server, each held by a listening socket:
+# a probe closed before the server binds would leave the port to any other process (a parallel test's
+# server, or an outgoing connection's ephemeral port) until the server binds it ("address already in
+# use"). The server inherits the socket itself (LISTEN_FD_ENV), so there is no such gap.
+_HELD: dict[int, socket.socket] = {}
+_HELD_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOCALHOST, 0))
-        return probe.getsockname()[1]
+    """A free port on 127.0.0.1, held for this process until a server started here takes it."""
+    listener = _listening_socket(0)
+    port = listener.getsockname()[1]
+    with _HELD_LOCK:
+        _HELD[port] = listener
+    return port
+
+
+def _listening_socket(port: int) -> socket.socket:
+    listener = socket.socket()
+    # As uvicorn binds its own: a server started again on the port of one that died binds while the
+    # dead one's connections are still closing. A listening socket still keeps every other bind out.
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((LOCALHOST, port))
+        listener.listen(4096)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
+def listener_for(port: int) -> socket.socket:
+    """The held socket of `port`, or (a server started again) a new one bound to it."""
+    with _HELD_LOCK:
+        held = _HELD.pop(port, None)
+    if held is not None:
+        return held
+    try:
+        return _listening_socket(port)
+    except OSError as error:
+        raise UserError(f"port {port} of this local stack was taken while its server was down: {error}",
+                        hint="run the stack again: it picks new free ports") from None
+
+
+def release_ports(ports: Sequence[int]) -> None:
+    """Give back held ports that no server took (a stack torn down before it started)."""
+    with _HELD_LOCK:
+        held = [_HELD.pop(port) for port in ports if port in _HELD]
+    for listener in held:
+        listener.close()
 
 
 def server_instance_names(config: dict[str, Any]) -> list[str]:
@@ -255,9 +302,14 @@ class LocalProcesses:
             output: int | IO[bytes] = subprocess.DEVNULL
             if self.log_dir is not None:
                 output = self.log_files[name] = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - stop() closes it
-            self.processes[name] = subprocess.Popen(
-                [sys.executable, "-m", "gym_compose.server"], env=env, stdout=output, stderr=subprocess.STDOUT,
-            )
+            # The server accepts on this socket; the copy here is closed at once, so a server that
+            # dies leaves its port refusing connections, as a stopped container's does.
+            with listener_for(self.port(name)) as listener:
+                env[LISTEN_FD_ENV] = str(listener.fileno())
+                self.processes[name] = subprocess.Popen(
+                    [sys.executable, "-m", "gym_compose.server"], env=env, stdout=output,
+                    stderr=subprocess.STDOUT, pass_fds=(listener.fileno(),),
+                )
         self._wait_ready(instances, wait_timeout)
 
     def _wait_ready(self, instances: list[str], timeout: float) -> None:
@@ -376,6 +428,7 @@ class LocalProcesses:
         self.remove_one_off()
         self.stop()
         self.processes.clear()
+        release_ports([self.port(service) for service in self.services])
         return before
 
     # --- as a context manager, for tests and benchmarks ------------------------------------------------
