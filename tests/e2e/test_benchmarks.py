@@ -7,7 +7,6 @@ with the reason while the stack keeps serving."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.docker
 
@@ -32,11 +32,6 @@ TEST_TIMEOUT_S = 8
 CONFIG = [arg for name in BENCHMARKS for arg in ("--benchmark", name)] + [
     f"++human_eval_python_tests_resources_server.resources_servers.python_tests.test_timeout_s={TEST_TIMEOUT_S}"]
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def gym_compose(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.docker
 
@@ -23,11 +23,6 @@ CLI = [sys.executable, "-m", "gym_compose"]
 PROJECT = f"{PROJECT_PREFIX}-rerun"
 ADVERSARY = "++policy_model.responses_api_models.mock_model.mode=adversary"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def gym_compose(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -4,7 +4,6 @@ environment servers (`servers`), a sandbox broker on loopback on a fake backend 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from gym_compose.sandbox.broker.pool import SandboxPool
 from gym_compose.sandbox.policy import BrokerSettings, SandboxPolicy
 from gym_compose.sandbox.tokens import server_token
 from tests.support.fake_environment import start_fake_server
+from tests.support.ports import free_port
 from tests.support.sandbox_fakes import FakeBackend
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -88,9 +88,7 @@ def broker(tmp_path, monkeypatch, request):
     fields = {"network": "none", "memory_bytes": 256 << 20, "timeout_s": 20, **getattr(request, "param", {})}
     policy = SandboxPolicy(server="coder", image="img", workdir=str(workdir), **fields)
     pool = SandboxPool(engine, BrokerSettings(project="c", servers={"coder": policy}))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(ErrorBoundary(build_app(pool, BROKER_SECRET)), host="127.0.0.1", port=port,
                                            lifespan="on", log_level="warning", loop="asyncio"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -122,11 +122,9 @@ def test_the_whole_call_is_bounded_by_request_timeout_seconds():
 
 
 def test_a_refused_connection_is_retried_then_fails_naming_the_endpoint():
-    import socket
+    from tests.support.ports import free_port
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     dead = ScriptedUpstream()
     dead.port = port  # nothing listens there
     with pytest.raises(UpstreamError) as caught:
