@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from bench._support.nemo_gym_sweep import exclusion, run_bounded, uv_url_sources
+from bench._support.nemo_gym_sweep import exclusion, fetched_elsewhere, run_bounded
 from bench._support.sweep_report import latest_results, print_columns, print_listed
 from bench.bench_nemo_gym_servers import CLI, last_line, nemo_gym_tree, read_outcome
 from gym_compose.plan.requirements import server_requirements
@@ -43,7 +43,6 @@ from gym_compose.plan.requirements import server_requirements
 # the resources server an agent with no server of its own is paired with: NeMo Gym's example,
 # one tool, rows any tool-calling agent can answer
 GENERIC_SERVER = "example_single_tool_call"
-URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")
 GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
                              re.IGNORECASE | re.MULTILINE)
 # Settings an agent's own config leaves `???` that have one sensible value for a sweep (the value
@@ -140,13 +139,7 @@ def agent_exclusion(agent_dir: Path) -> str | None:
     requirements = server_requirements(agent_dir)
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages in its requirements)"
-    fetched = [line.strip() for line in requirements.splitlines() if URL_REQUIREMENT.search(line)]
-    if fetched:
-        return f"needs the internet at build time (git/URL requirement: {fetched[0][:100]})"
-    sources = uv_url_sources(agent_dir)
-    if sources:
-        return f"needs the internet at build time ({', '.join(sources)} from git/URL in [tool.uv.sources])"
-    return None
+    return fetched_elsewhere(requirements)
 
 
 def resolve(tree: Path, pairing: Pairing, cwd: Path) -> tuple[dict[str, Any] | None, str, str]:

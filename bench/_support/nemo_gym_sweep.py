@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import tomllib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -18,15 +17,41 @@ from urllib.parse import urlparse
 import yaml
 
 from gym_compose.contract import image_registry
+from gym_compose.engine.images.wheelhouse import direct_references
 from gym_compose.plan.planner import service_name
-from gym_compose.plan.requirements import server_requirements
+from gym_compose.plan.requirements import canonical_name, server_requirements
 
 EXTERNAL_KEY = re.compile(r"(api_key|base_url|endpoint|_url)$", re.IGNORECASE)
 # NeMo Gym's server metadata, not an endpoint the server calls (code_gen's wandb run of its `verified` check)
 METADATA_KEYS = frozenset({"verified_url"})
 # values that stand for "no key" (the built-in mock's policy_api_key, NeMo Gym's examples' EMPTY)
 PLACEHOLDER_KEYS = frozenset({"", "empty", "dummy", "none", "sk-test"})
-URL_REQUIREMENT = re.compile(r"(git\+|https?://|\s@\s)")  # after nemo-gym's own lines are dropped
+# What the package index holds under the name of each package NeMo Gym 0.7's servers and agents
+# fetch from git or a URL (`pip download --no-deps NAME`, `pip index versions NAME`, 2026-12-06).
+# Only verifiers is that code as released; the sweep names the line and this. The table:
+# docs/nemo-gym-runtime.md#requirements-from-git-or-a-url.
+ON_THE_INDEX = {
+    "verifiers": "PyPI has verifiers 0.3.1, the release of this tag: `verifiers==0.3.1` installs the same code",
+    "harbor": "PyPI's harbor releases are the same project, not this commit",
+    "hermes-agent": "PyPI's hermes-agent releases are Nous Research's, not this commit",
+    "mini-swe-agent": "PyPI's mini-swe-agent is the upstream project, this line NVIDIA's fork",
+    "swegym": "not on PyPI",
+    "nooa": "PyPI's nooa is another project",
+    "simple-strands-agent": "not on PyPI",
+    "tau2": "PyPI's tau2 is another project (magnetic relaxation rates)",
+    "human-eval-infilling": "PyPI's human-eval-infilling 2.15.0 is an empty package of someone else's",
+    "hypotest": "PyPI's hypotest 0.1.0 is another project (a hypothesis-testing helper)",
+    "osworld": "PyPI's osworld 1.1 is an empty name placeholder",
+    "en-core-web-sm": "spaCy publishes its models on GitHub only (PyPI has third parties' copies)",
+    "verifiable-instructions": "not on PyPI",
+    "openenv-echo-env": "not on PyPI (openenv-core is, its environments are not)",
+    "openenv-coding-env": "not on PyPI (openenv-core is, its environments are not)",
+    "openenv-maze-env": "not on PyPI (openenv-core is, its environments are not)",
+    "tale-suite": "PyPI has tale-suite 1.0.0rc2, the same project, where NeMo Gym pins the branch "
+                  "train_test_splits; TALES then downloads its games at run time",
+}
+_EGG = re.compile(r"[#&]egg=([A-Za-z0-9._-]+)")
+_NAMED_REFERENCE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*@\s*([^\s;]+)")
 GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
                              re.IGNORECASE | re.MULTILINE)
 # Servers that fetch what they need from the internet when they start (found by running them; the
@@ -233,12 +258,39 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         return cause
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages)"
-    if URL_REQUIREMENT.search(requirements):
-        return "needs the internet at build time (git/URL requirement)"
-    fetched = uv_url_sources(server_dir)
-    if fetched:
-        return f"needs the internet at build time ({', '.join(fetched)} from git/URL in [tool.uv.sources])"
-    return None
+    return fetched_elsewhere(requirements)
+
+
+def fetched_elsewhere(requirements: str) -> str | None:
+    """The cause for requirements fetched from git or a URL: each one's package, where from, and
+    what the package index holds under its name."""
+    fetched = direct_references(requirements)
+    if not fetched:
+        return None
+    described = []
+    for line in fetched:
+        name, source = fetched_package(line)
+        index = ON_THE_INDEX.get(name, "not checked against the package index")
+        described.append(f"{name} from {source[:100]} [{index}]")
+    return "needs the internet at build time: " + "; ".join(described)
+
+
+def fetched_package(line: str) -> tuple[str, str]:
+    """(the package a git or URL requirement installs, where from): its name, `#egg=`, a wheel's
+    file name, or the repository's."""
+    if named := _NAMED_REFERENCE.match(line):
+        return canonical_name(named.group(1)), named.group(2)
+    line = line.split(";")[0].strip()
+    return _package_of_url(line), line
+
+
+def _package_of_url(line: str) -> str:
+    if egg := _EGG.search(line):
+        return canonical_name(egg.group(1))
+    last = urlparse(line.split("+", 1)[-1]).path.rstrip("/").rsplit("/", 1)[-1]
+    if last.endswith(".whl"):
+        return canonical_name(last.split("-", 1)[0])
+    return canonical_name(re.sub(r"(\.git|\.tar\.gz|\.zip)$", "", last))
 
 
 def stack_hosts(config: dict[str, Any]) -> set[str]:
@@ -333,20 +385,6 @@ def task_images(server_dir: Path, config: dict[str, Any], rows: bool = True) -> 
                 visit(json.loads(line))
     visit(config)
     return list(found)
-
-
-def uv_url_sources(server_dir: Path) -> list[str]:
-    """Packages its pyproject.toml takes from git or a URL (NeMo Gym installs them with uv; the
-    name on PyPI may be another package, e.g. code_fim's human-eval-infilling is an empty stub)."""
-    pyproject = server_dir / "pyproject.toml"
-    if not pyproject.is_file():
-        return []
-    try:
-        sources = tomllib.loads(pyproject.read_text()).get("tool", {}).get("uv", {}).get("sources", {})
-    except tomllib.TOMLDecodeError:
-        return []
-    return sorted(name for name, source in sources.items()
-                  if isinstance(source, dict) and ("git" in source or "url" in source))
 
 
 def agent_override(config: dict[str, Any], rows: Path) -> list[str]:

@@ -1,7 +1,8 @@
 """The packages a server folder asks for, read the way NeMo Gym reads them.
 
 NeMo Gym 0.7 installs a server's venv from its `requirements.txt` or, failing that, from the
-`[project] dependencies` of its `pyproject.toml` (a folder with both is an error there). Lines
+`[project] dependencies` of its `pyproject.toml` (a folder with both is an error there), each where
+its `[tool.uv.sources]` entry says (uv installs those folders). Lines
 naming nemo-gym itself (`-e nemo-gym[dev] @ ../../`, `nemo-gym[dev]`) and any line pointing at the
 checkout root (`../..`, which NeMo Gym drops outside a checkout) are left out: the runtime image
 holds NeMo Gym (or the compatibility layer stands in for it). Also the folder's
@@ -14,6 +15,9 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from gym_compose.errors import UserError
 
@@ -60,7 +64,49 @@ def _pyproject_dependencies(path: Path) -> list[str]:
     dependencies = (data.get("project") or {}).get("dependencies") or []
     if not isinstance(dependencies, list) or not all(isinstance(item, str) for item in dependencies):
         raise UserError(f"{path}: [project] dependencies must be a list of requirement strings")
-    return [item.strip() for item in dependencies]
+    sources = ((data.get("tool") or {}).get("uv") or {}).get("sources") or {}
+    if not isinstance(sources, dict):
+        raise UserError(f"{path}: [tool.uv.sources] must be a table of package = {{ source }}")
+    by_name = {canonical_name(str(name)): source for name, source in sources.items()}
+    return [_from_uv_source(item.strip(), by_name, path) for item in dependencies]
+
+
+def _from_uv_source(line: str, sources: dict[str, Any], path: Path) -> str:
+    """A dependency where uv would take it from: a package its `[tool.uv.sources]` fetches from git
+    or a URL becomes a direct reference to that, never the release of the same name on the package
+    index, which may be another project's (code_fim's human-eval-infilling comes from git; PyPI's
+    human-eval-infilling 2.15.0 is an empty package of someone else's)."""
+    if not sources or not _installable(line):
+        return line
+    try:
+        requirement = Requirement(line)
+    except InvalidRequirement as error:
+        raise UserError(f"{path}: [project] dependencies: {line!r} is not a valid requirement: {error}") from None
+    name = canonical_name(requirement.name)
+    if name not in sources:
+        return line
+    where = f"{path}: [tool.uv.sources] {requirement.name}"
+    url = _source_url(sources[name], where)
+    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+    marker = f" ; {requirement.marker}" if requirement.marker else ""
+    return f"{requirement.name}{extras} @ {url}{marker}"
+
+
+def _source_url(source: Any, where: str) -> str:
+    """The pip direct-reference URL of one uv source table (git or url)."""
+    if not isinstance(source, dict):
+        raise UserError(f"{where} lists several sources (one per platform or marker); gym-compose takes one",
+                        hint="give the package one git or url source, or a `name @ URL` line in requirements.txt")
+    subdirectory = f"#subdirectory={source['subdirectory']}" if source.get("subdirectory") else ""
+    if "git" in source:
+        reference = source.get("rev") or source.get("tag") or source.get("branch")
+        return f"git+{source['git']}" + (f"@{reference}" if reference else "") + subdirectory
+    if "url" in source:
+        return f"{source['url']}{subdirectory}"
+    kind = next(iter(source), "an empty table")
+    raise UserError(f"{where} is a {kind!r} source, which the image build cannot follow "
+                    "(it installs a server's packages from the package index, git or a URL)",
+                    hint="replace it with a git or url source, or list the package as `name @ URL` in requirements.txt")
 
 
 def shadowing_pins(own_pins: str, runtime_pins: str) -> dict[str, tuple[str, str]]:

@@ -88,8 +88,9 @@ def test_the_wheels_config_of_a_model_the_agents_config_names_without_defining_i
 
 def test_an_agent_whose_requirements_come_from_git_or_pull_a_gpu_stack_is_excluded_naming_the_line(tmp_path):
     from_git = agent(tmp_path, "tau2", "rank-bm25>=0.2.2\ntau2[knowledge] @ git+https://github.com/x/tau2-bench@main\n")
-    assert agents.agent_exclusion(from_git) == ("needs the internet at build time (git/URL requirement: "
-                                                "tau2[knowledge] @ git+https://github.com/x/tau2-bench@main)")
+    assert agents.agent_exclusion(from_git) == ("needs the internet at build time: tau2 from "
+                                                "git+https://github.com/x/tau2-bench@main "
+                                                "[PyPI's tau2 is another project (magnetic relaxation rates)]")
     gpu = agent(tmp_path, "trainer_agent", "vllm==0.11\n")
     assert "GPU" in (agents.agent_exclusion(gpu) or "")
     assert agents.agent_exclusion(agent(tmp_path, "plain_agent", "jsonschema\n")) is None

@@ -5,6 +5,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from bench._support import nemo_gym_sweep as sweep
 
 
@@ -187,3 +189,25 @@ def test_the_key_of_a_direct_provider_mode_not_in_use_is_no_external_service(tmp
     block["openai_base_url"], block["model_server"] = None, None  # calling a provider directly
     assert sweep.exclusion(folder, config) == \
         "needs an external service (cline_agent.responses_api_agents.cline_agent.openai_api_key)"
+
+
+@pytest.mark.parametrize(("line", "package", "source"), [
+    ("human-eval-infilling @ git+https://github.com/w/human-eval-infilling.git",
+     "human-eval-infilling", "git+https://github.com/w/human-eval-infilling.git"),
+    ("Tale_Suite[x]@git+https://g/t.git@b ; python_version >= '3.12'", "tale-suite", "git+https://g/t.git@b"),
+    ("git+https://github.com/microsoft/tale-suite.git@train_test_splits#egg=tale-suite", "tale-suite",
+     "git+https://github.com/microsoft/tale-suite.git@train_test_splits#egg=tale-suite"),
+    ("https://github.com/e/m/releases/download/en_core_web_sm-3.8.0/en_core_web_sm-3.8.0-py3-none-any.whl",
+     "en-core-web-sm", "https://github.com/e/m/releases/download/en_core_web_sm-3.8.0/en_core_web_sm-3.8.0-py3-none-any.whl"),
+    ("git+https://github.com/a/verifiable-instructions.git", "verifiable-instructions",
+     "git+https://github.com/a/verifiable-instructions.git"),
+])
+def test_a_requirement_from_git_or_a_url_is_named_by_its_package(line, package, source):
+    assert sweep.fetched_package(line) == (package, source)
+
+
+def test_the_cause_names_each_fetched_requirement_and_what_the_index_holds_under_its_name():
+    cause = sweep.fetched_elsewhere("numpy\nhuman-eval-infilling @ git+https://github.com/w/h.git\n")
+    assert cause == ("needs the internet at build time: human-eval-infilling from git+https://github.com/w/h.git "
+                     "[PyPI's human-eval-infilling 2.15.0 is an empty package of someone else's]")
+    assert sweep.fetched_elsewhere("numpy\nrequests>=2\n") is None

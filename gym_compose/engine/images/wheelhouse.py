@@ -37,6 +37,8 @@ _DEPENDS_ON = re.compile(r"^\s+(\S+) (\S+) depends on (.+)$", re.MULTILINE)
 _RESOLUTION_IMPOSSIBLE = "ResolutionImpossible"
 _ALL = "*"  # in the released names: every constraint was dropped
 _CONSTRAINT_CLASH = re.compile(r"^\s+The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)", re.MULTILINE)
+# A requirement fetched from outside the package index: `name @ URL`, or a bare VCS/archive URL.
+_DIRECT_REFERENCE = re.compile(r"^\s*(?:[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?\s*@\s*)?((?:git\+|https?://|file:)\S+)")
 
 
 def platform_tags(arch: str | None = None, platform: PythonPlatform = LEAN_PLATFORM) -> list[str]:
@@ -160,7 +162,7 @@ def _download(requirements: str, constraints: str, target: Path, platform: Pytho
             (target / "constraints.txt").write_text("")
             continue
         if not missing:  # pip prints a conflict's causes on stdout, its verdict on stderr
-            raise _pip_error("download wheels", output)
+            raise _pip_error("download wheels", output, direct_references(requirements))
         if not _build_pure_python_wheel(missing, target, platform):
             if cache_dir is None:
                 raise _not_pure_python(missing, platform)
@@ -239,8 +241,21 @@ def _run_pip(command: list[str]) -> subprocess.CompletedProcess[str]:
         ) from None
 
 
-def _pip_error(what: str, stderr: str) -> UserError:
+def direct_references(requirements: str) -> list[str]:
+    """The lines of `requirements` fetched from a git repository or a URL, not the package index."""
+    return [line.strip() for line in requirements.splitlines() if _DIRECT_REFERENCE.match(line)]
+
+
+def _pip_error(what: str, stderr: str, direct: list[str] | None = None) -> UserError:
     tail = "\n".join("    " + line for line in stderr.strip().splitlines()[-15:])
+    if direct:  # the likelier cause: a host outside the package index that this machine cannot reach
+        named = "\n".join(f"    {line}" for line in direct)
+        return UserError(
+            f"pip could not {what} for the offline image build. These requirements are fetched from "
+            f"outside the package index, from hosts this machine may not reach:\n{named}\npip said:\n{tail}",
+            hint="build where those hosts are reachable, or replace each line with a released package "
+            "(docs/nemo-gym-runtime.md#requirements-from-git-or-a-url)",
+        )
     return UserError(
         f"pip could not {what} for the offline image build:\n{tail}",
         hint="check the requirement names and that PyPI (or PIP_INDEX_URL) is reachable from this host",
