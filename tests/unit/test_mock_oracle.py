@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gym_compose.server.models.mock_model import PLAIN_ANSWER, asks_for_boxed, plan_turn
+from gym_compose.server.models.mock_model import PLAIN_ANSWER, asks_for_boxed, plan_turn, tagged_replies
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = [{"type": "function", "name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}}}}]
@@ -47,6 +47,33 @@ def test_a_game_is_played_move_by_move():
     assert [text(turn, task, "oracle") for turn in range(3)] == ["hit", "stand", "stand"]
     assert [text(turn, task, "adversary") for turn in range(3)] == ["hit", "hit", "hit"]
     assert text(0, {"expected_actions": ["7"]}, "adversary") == "8"
+
+
+SOKOBAN = [{"role": "system", "content": "Symbols: #=wall. Reply with exactly one move each turn using one of "
+                                      "<action>Up</action>, <action>Down</action>, <action>Left</action>, or "
+                                      "<action>Right</action>."},
+           {"role": "user", "content": "Solve the Sokoban puzzle step by step."}]
+
+
+def test_with_no_answer_known_the_oracle_replies_in_the_tagged_form_the_prompt_offers_turn_by_turn():
+    replies = tagged_replies(SOKOBAN)
+    assert replies == ("<action>Up</action>", "<action>Down</action>", "<action>Left</action>", "<action>Right</action>")
+    played = [plan_turn(turn, [], "auto", {}, {}, "oracle", replies=replies).text for turn in range(5)]
+    assert played == [*replies, "<action>Up</action>"]
+    # an answer the task gives still wins; adversary and plain do not play along
+    assert plan_turn(0, [], "auto", {}, {"expected_actions": ["hit"]}, "oracle", replies=replies).text == "hit"
+    assert plan_turn(0, [], "auto", {}, {}, "adversary", replies=replies).text == PLAIN_ANSWER
+    assert plan_turn(0, [], "auto", {}, {}, "plain", replies=replies).text == PLAIN_ANSWER
+
+
+def test_only_two_or_more_options_of_one_tag_in_one_prompt_text_are_a_reply_form():
+    assert tagged_replies([{"role": "user", "content": "Wrap it: <answer>x</answer>."}]) == ()
+    assert tagged_replies([{"role": "system", "content": "<a>1</a> then <b>2</b>"}]) == ()
+    assert tagged_replies([{"role": "assistant", "content": "<action>Up</action> <action>Down</action>"}]) == ()
+    later = [*SOKOBAN, {"role": "user", "content": "Now <move>L</move> or <move>R</move>."}]
+    assert tagged_replies(later) == ("<move>L</move>", "<move>R</move>")  # the latest instruction wins
+    parts = [{"role": "user", "content": [{"type": "input_text", "text": "<c>a</c> <c>b</c> <c>a</c>"}]}]
+    assert tagged_replies(parts) == ("<c>a</c>", "<c>b</c>")
 
 
 def test_a_row_script_and_a_row_mode_still_win():

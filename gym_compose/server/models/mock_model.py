@@ -25,7 +25,11 @@ Per request it decides one turn from what it is given:
    - `canonical_solution` with `prompt` (a HumanEval-style code task): the program `prompt +
      canonical_solution` in a ```python block; the adversary the prompt with `return None` as the
      body of its last function.
-   No expected answer -> `plain`. With `gym_mock_answer: tool_output` in the row's metadata the
+   No expected answer -> `plain`, unless the prompt shows the only form a reply may take as two
+   or more `<tag>option</tag>` of one tag (`Reply with <action>hit</action> or
+   <action>stand</action>`, a game's moves): then the oracle plays option N modulo their count at
+   turn N, in the order the prompt lists them, as a model that follows the prompt would (a game
+   server answers anything else with an error). With `gym_mock_answer: tool_output` in the row's metadata the
    oracle answers what its last tool call returned instead (the `stdout` of a JSON tool output,
    else the whole output), so a reward of 1.0 shows the tool really computed the answer (e.g.
    code run in a sandbox); the adversary still answers wrong.
@@ -43,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import re
 from typing import Any, Optional
 
 import orjson
@@ -120,17 +125,41 @@ def wrong_answer(expected: Any, boxed: bool = False) -> str:
     return str(int(wrong)) if wrong.is_integer() else str(wrong)
 
 
-def asks_for_boxed(items: list[Any]) -> bool:
-    """Whether the prompt (system, developer or user text) asks for a `\\boxed{}` answer."""
+def _prompt_texts(items: list[Any]) -> list[str]:
+    """The prompt's system, developer and user texts, in order."""
+    texts = []
     for item in items:
         if not isinstance(item, dict) or item.get("role") not in ("system", "developer", "user"):
             continue
         content = item.get("content")
         if isinstance(content, list):
             content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-        if isinstance(content, str) and "\\boxed" in content:
-            return True
-    return False
+        if isinstance(content, str):
+            texts.append(content)
+    return texts
+
+
+def asks_for_boxed(items: list[Any]) -> bool:
+    """Whether the prompt (system, developer or user text) asks for a `\\boxed{}` answer."""
+    return any("\\boxed" in text for text in _prompt_texts(items))
+
+
+_TAGGED = re.compile(r"<([A-Za-z][\w-]{0,30})>([^<>\n]{1,40})</\1>")
+
+
+def tagged_replies(items: list[Any]) -> tuple[str, ...]:
+    """The replies the prompt offers as `<tag>option</tag>`, two or more of one tag in one text (its
+    latest such text wins): `("<action>hit</action>", "<action>stand</action>")`; () when none."""
+    for text in reversed(_prompt_texts(items)):
+        by_tag: dict[str, list[str]] = {}
+        for match in _TAGGED.finditer(text):
+            options = by_tag.setdefault(match.group(1), [])
+            if match.group(0) not in options:
+                options.append(match.group(0))
+        offered = [options for options in by_tag.values() if len(options) >= 2]
+        if offered:
+            return tuple(offered[0])
+    return ()
 
 
 def _boxed(answer: str) -> str:
@@ -260,7 +289,7 @@ def tool_answer(output: str) -> str:
 
 def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata: dict[str, Any],
               task: dict[str, Any], mode: str, last_tool_output: Optional[str] = None,
-              boxed: bool = False) -> TurnPlan:
+              boxed: bool = False, replies: tuple[str, ...] = ()) -> TurnPlan:
     metadata = metadata if isinstance(metadata, dict) else {}
     row_mode = metadata.get("gym_mock_mode")
     mode = str(row_mode or mode)
@@ -291,6 +320,8 @@ def plan_turn(turn: int, tools: list[dict[str, Any]], tool_choice: Any, metadata
     if mode == "oracle" and metadata.get("gym_mock_answer") == "tool_output" and last_tool_output is not None:
         return TurnPlan(text=tool_answer(last_tool_output))
     answer = None if mode == "plain" else task_answer(task, mode, turn, boxed)
+    if answer is None and mode == "oracle" and replies:
+        answer = replies[turn % len(replies)]
     return TurnPlan(text=PLAIN_ANSWER if answer is None else answer)
 
 
@@ -405,7 +436,7 @@ class MockModel(BaseServer):
         try:
             plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
                              body.get("metadata") or {}, task, self.config.mode, _last_text(tool_outputs),
-                             boxed=asks_for_boxed(items))
+                             boxed=asks_for_boxed(items), replies=tagged_replies(items))
         except MockRequestError as error:
             return _unprocessable(error)
         key = _digest([items, turn])
@@ -444,7 +475,7 @@ class MockModel(BaseServer):
         try:
             plan = plan_turn(turn, body.get("tools") or [], body.get("tool_choice", "auto"),
                              body.get("metadata") or {}, task, self.config.mode, _last_text(tool_outputs),
-                             boxed=asks_for_boxed(messages))
+                             boxed=asks_for_boxed(messages), replies=tagged_replies(messages))
         except MockRequestError as error:
             return _unprocessable(error)
         key = _digest([messages, turn])
