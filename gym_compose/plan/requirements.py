@@ -17,8 +17,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from gym_compose.errors import UserError
 
 _NEMO_GYM_REQUIREMENT = re.compile(r"^\s*(-e\s+)?nemo[-_]gym\b", re.IGNORECASE)
@@ -78,6 +76,8 @@ def _from_uv_source(line: str, sources: dict[str, Any], path: Path) -> str:
     human-eval-infilling 2.15.0 is an empty package of someone else's)."""
     if not sources or not _installable(line):
         return line
+    from packaging.requirements import InvalidRequirement, Requirement  # only here: most folders have no sources
+
     try:
         requirement = Requirement(line)
     except InvalidRequirement as error:
