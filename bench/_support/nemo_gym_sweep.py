@@ -138,14 +138,6 @@ NEEDS_A_GPU = {
                "wheels, several GB: the build outlasted 480 s) and the internet at run time for BERTScore's "
                "roberta-large checkpoint (include_bertscore: true)",
 }
-# Games whose /step answers HTTP 400 to a reply without their action tags: NeMo Gym's gymnasium_agent
-# raises on it (raise_for_status) and the rollout fails there too, so the mock model's fixed sentence
-# cannot complete a row; they need a model that plays.
-NEEDS_A_PLAYER = {
-    "grl_sokoban": "a model that plays: /step answers 400 (\"Unable to parse action\") to a reply with no "
-                   "<action>Up|Down|Left|Right</action> tag or move word",
-    "grl_tetris": "a model that plays: /step answers 400 without <action>Left|Right|Down</action> tags",
-}
 
 
 def selector(server_dir: Path) -> str | None:
@@ -215,8 +207,6 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         return f"needs the {FETCHES_AT_START_UP[server_dir.name]}"
     if server_dir.name in NEEDS_DATA:
         return f"needs {NEEDS_DATA[server_dir.name]}"
-    if server_dir.name in NEEDS_A_PLAYER:
-        return f"needs {NEEDS_A_PLAYER[server_dir.name]}"
     requirements = server_requirements(server_dir)
     # A judge / user simulator with no endpoint is served by the built-in mock (docs/models.md); one
     # that is its own engine (a local vLLM, genrm_compare's genrm_model) or an endpoint the config fills is not

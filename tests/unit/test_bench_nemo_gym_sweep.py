@@ -64,7 +64,7 @@ def test_rows_naming_another_agent_of_a_one_agent_config_are_re_routed(tmp_path)
 
 def test_tabled_exclusions_give_their_reason_before_anything_runs(tmp_path):
     config = {"x": {"resources_servers": {"x": {}}}}
-    for name, word in (("scicode", "test_data.h5"), ("wordle", "guesses.txt"), ("grl_tetris", "model that plays"),
+    for name, word in (("scicode", "test_data.h5"), ("wordle", "guesses.txt"),
                        ("spider2_lite", "Google Drive"), ("rolemrc", "torch")):
         folder = tmp_path / name
         folder.mkdir()
