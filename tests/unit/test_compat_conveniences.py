@@ -87,3 +87,25 @@ def test_a_verify_body_from_nemo_gyms_own_agents_validates():
     dumped = {"input": "hi", "context_management": None, "moderation": None, "prompt_cache_retention": None,
               "background": None, "conversation": None, "tool_choice": "auto", "tools": []}
     assert ResponseCreateParams.model_validate(dumped).input == "hi"
+
+
+def test_resources_of_a_module_resolve_to_its_folder_as_on_python_3_12(tmp_path, monkeypatch):
+    import importlib.resources as resources
+    import sys
+
+    package = tmp_path / "sokoban_like" / "envs"
+    package.mkdir(parents=True)
+    (tmp_path / "sokoban_like" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "render_utils.py").write_text("")
+    (package / "surface.txt").write_text("wall")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(resources, "files", resources.files)  # put back after the test
+    for name in ("sokoban_like", "sokoban_like.envs", "sokoban_like.envs.render_utils"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    compat._resources_of_a_module()
+    # what pkg_resources.resource_filename(__name__, ...) shims do with a module's name
+    assert resources.files("sokoban_like.envs.render_utils").joinpath("surface.txt").read_text() == "wall"
+    assert resources.files("sokoban_like.envs").joinpath("surface.txt").read_text() == "wall"
+    compat._resources_of_a_module()  # twice: still one wrapper
+    assert resources.files("sokoban_like.envs.render_utils").joinpath("surface.txt").is_file()

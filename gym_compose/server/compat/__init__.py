@@ -4,6 +4,9 @@
 real NeMo Gym package is not importable. It covers the imports NeMo Gym's own example servers use
 (base_resources_server, server_utils, openai_utils, episode_types, config_types, verifier_fixture,
 global_config, reward_profile) and NeMo Gym's sandbox API (`nemo_gym.sandbox`, served by gym_compose.sandbox).
+NeMo Gym targets Python 3.13 and the lean runtime runs 3.11: where the two differ in a way NeMo
+Gym's servers rely on, `install()` gives 3.11 the newer behaviour (`importlib.resources.files` of
+a module, below).
 """
 
 from __future__ import annotations
@@ -35,7 +38,32 @@ def install(force: bool = False) -> bool:
         parent, _, child = module_name.rpartition(".")
         if parent and parent in sys.modules:
             setattr(sys.modules[parent], child, module)
+    _resources_of_a_module()
     return True
+
+
+def _resources_of_a_module() -> None:
+    """`importlib.resources.files(anchor)` takes a module as well as a package from Python 3.12 on
+    (the module's own folder); 3.11 raises TypeError "... is not a package". grl_sokoban's shim of
+    pkg_resources passes gym_sokoban's module names, so its moves failed on 3.11."""
+    import importlib.resources as resources
+
+    if sys.version_info >= (3, 12) or getattr(resources.files, "__gym_compose_compat__", False):
+        return
+    original = resources.files
+
+    def files(anchor: Any) -> Any:
+        try:
+            return original(anchor)
+        except TypeError:
+            module = importlib.import_module(anchor) if isinstance(anchor, str) else anchor
+            spec = getattr(module, "__spec__", None)
+            if spec is None or spec.submodule_search_locations is not None or not spec.parent:
+                raise
+            return original(spec.parent)
+
+    files.__gym_compose_compat__ = True  # type: ignore[attr-defined]
+    resources.files = files  # type: ignore[assignment]
 
 
 def _filled_on_first_use(module: types.ModuleType, attributes: Callable[[], dict[str, Any]]) -> Callable[[str], Any]:
