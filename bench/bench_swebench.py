@@ -119,17 +119,21 @@ def main() -> None:
     finally:
         run([*CLI, "down", "-p", project])
     print(f"stack start (images present, 6 services healthy): {start_s:.1f} s")
-    print(f"{'':44}" + "".join(f"{f'{n} in parallel':>22}" for n in args.parallel))
+    print(f"{'':50}" + "".join(f"{f'{n} in parallel':>22}" for n in args.parallel))
 
     def line(label: str, values) -> None:
-        print(f"{label:44}" + "".join(f"{value:>22}" for value in values))
+        print(f"{label:50}" + "".join(f"{value:>22}" for value in values))
 
     for label, pick in (("lease of the agent's sandbox", lambda r: r["timings"]["lease_s"]),
                         ("agent steps (4 turns, 3 tools)", lambda r: r["agent_timings"]["agent_s"]),
                         ("  of it: waiting on the model", lambda r: r["cost"]["model_wall_s"]),
                         ("verification", lambda r: r["agent_timings"]["verify_s"]),
+                        ("  of it: the agent's diff", lambda r: r["timings"].get("extract_s", 0.0)),
                         ("  of it: fresh sandbox start", lambda r: r["timings"]["eval_sandbox_start_s"]),
                         ("  of it: tests (eval script)", lambda r: r["timings"]["tests_s"]),
+                        ("  of it: the rest (give-backs, reads, HTTP)", lambda r: r["agent_timings"]["verify_s"]
+                         - r["timings"].get("extract_s", 0.0) - r["timings"]["eval_sandbox_start_s"]
+                         - r["timings"]["tests_s"]),
                         ("whole rollout", lambda r: r["agent_timings"]["total_s"])):
         line(f"{label}, p50/p95 s", [f"{p50:.2f} / {p95:.2f}" for p50, p95 in
                                     (quantiles([pick(row) for row in measured[n]["rows"]]) for n in args.parallel)])
