@@ -1,8 +1,9 @@
 """The SWE verifier's session life cycle with stand-in sandboxes that are folders on this machine
 (a fresh copy of a swebench_mini task's repository each, its commands run by the local bash, git
 and Python with /app and /workspace pointed at the folder): the agent's sandbox is leased at seed
-and handed over, its diff is taken and it is given back before a fresh sandbox scores the diff;
-hidden tests exist only in that fresh one; a dead sandbox fails the rollout by name."""
+and handed over, its diff is taken and it is given back while a fresh sandbox scores the diff (the
+verdict waits for neither give-back); hidden tests exist only in that fresh one; a dead sandbox
+fails the rollout by name."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class FolderSandbox:
 
     counter = itertools.count()
     events: list[tuple[str, str]] = []
+    stopping: asyncio.Event | None = None  # set: stop() waits for it (a release the engine is slow to do)
 
     def __init__(self, root: Path, dead: bool = False):
         self.root, self.dead = root, dead
@@ -80,10 +82,12 @@ class FolderSandbox:
         return {"sandbox_id": self.sandbox_id, "grant": "g", "workdir": "/app"}
 
     async def stop(self):
+        if FolderSandbox.stopping is not None:
+            await FolderSandbox.stopping.wait()
         FolderSandbox.events.append(("stop", self.spec.metadata["purpose"]))
 
 
-def verify_with(tmp_path, change=None, dead_agent=False, **config):
+def verify_with(tmp_path, change=None, dead_agent=False, slow_stops=False, **config):
     FolderSandbox.events = []
     sandboxes: list[FolderSandbox] = []
 
@@ -99,12 +103,21 @@ def verify_with(tmp_path, change=None, dead_agent=False, **config):
     app = finish_app(server.setup_webserver(), context, server)
 
     async def run():
+        FolderSandbox.stopping = asyncio.Event() if slow_stops else None
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as client:
             seeded = await client.post("/seed_session", json=ROW)
             assert seeded.status_code == 200, seeded.text
             if change is not None:
                 change(sandboxes[0].home / "app")
-            return seeded.json(), await client.post("/verify", json={**ROW, "response": RESPONSE})
+            try:
+                # bounded: a verdict that waited for a slow give-back would never come
+                verified = await asyncio.wait_for(client.post("/verify", json={**ROW, "response": RESPONSE}), 120)
+            finally:
+                if slow_stops:  # the verdict came while both sandboxes were still being given back
+                    assert FolderSandbox.events == [("start", "agent"), ("start", "verify")]
+                    FolderSandbox.stopping.set()
+                await server.given_back()
+            return seeded.json(), verified
 
     return (*asyncio.run(run()), sandboxes)
 
@@ -125,11 +138,18 @@ def test_the_reference_fix_resolves_with_the_hidden_tests_only_in_the_fresh_sand
     result = verify.json()
     assert verify.status_code == 200 and result["reward"] == 1.0 and result["resolved"] and result["patch_applied"]
     assert changed_lines(result["model_patch"]) == changed_lines(ROW["patch"])
-    assert FolderSandbox.events == [("start", "agent"), ("stop", "agent"), ("start", "verify"), ("stop", "verify")]
+    assert sorted(FolderSandbox.events) == [("start", "agent"), ("start", "verify"), ("stop", "agent"), ("stop", "verify")]
+    assert FolderSandbox.events[0] == ("start", "agent") and FolderSandbox.events[-1] == ("stop", "verify")
     hidden = [path for path in ROW["selected_test_files_to_run"].strip('[]"').split('", "') if "order" in path]
     assert not (sandboxes[0].home / "app" / hidden[0]).exists() and (sandboxes[1].home / "app" / hidden[0]).exists()
     assert not sandboxes[0].spec.files and set(sandboxes[1].spec.files) >= {"/workspace/patch.diff",
                                                                                "/workspace/eval.sh"}
+
+
+def test_the_verdict_does_not_wait_for_the_sandboxes_to_be_given_back(tmp_path):
+    _, verify, _ = verify_with(tmp_path, apply_reference, slow_stops=True)
+    assert verify.status_code == 200 and verify.json()["reward"] == 1.0
+    assert sorted(FolderSandbox.events) == [("start", "agent"), ("start", "verify"), ("stop", "agent"), ("stop", "verify")]
 
 
 def test_a_sandbox_starts_in_the_egress_phase_named_like_its_purpose_when_one_is_declared(tmp_path):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from fastapi import Request
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from gym_compose.sandbox import AsyncSandbox, SandboxSpec, create_provider, resolve_provider_config
 from gym_compose.server.resources import (
@@ -96,6 +96,7 @@ class Lease:
 class SWEVerifier(SimpleResourcesServer):
     config: SWEVerifierConfig
     session_state: dict[str, Lease] = Field(default_factory=dict)  # reaped when idle
+    _giving_back: set[asyncio.Task] = PrivateAttr(default_factory=set)
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
@@ -147,6 +148,25 @@ class SWEVerifier(SimpleResourcesServer):
         except Exception as error:  # the broker reaps what it could not stop now
             LOG.warning("could not give back sandbox %s: %s", lease.sandbox.sandbox_id, error)
 
+    def _give_back_soon(self, lease: Optional[Lease]) -> None:
+        """Give the sandbox back without the rollout waiting: a release costs up to a second (the
+        broker reads the sandbox's cost from the engine's stats, which answer on their collector's
+        1 s tick), twice per rollout, and nothing here reads that cost. `given_back` waits for them."""
+        if lease is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._give_back(lease))
+        self._giving_back.add(task)
+        task.add_done_callback(self._giving_back.discard)
+
+    async def given_back(self) -> None:
+        """Wait until every sandbox given back with `_give_back_soon` is (each bounded by verification_stop_timeout)."""
+        while self._giving_back:
+            await asyncio.gather(*self._giving_back, return_exceptions=True)
+
+    async def on_shutdown(self) -> None:
+        await self.given_back()
+        await super().on_shutdown()
+
     # -- the protocol ----------------------------------------------------------------------------
 
     # the routes read the signature (as NeMo Gym's do): a server that needs the session takes the request
@@ -190,7 +210,7 @@ class SWEVerifier(SimpleResourcesServer):
                 patch = await self._agent_patch(lease, body.base_commit)
                 timings["extract_s"] = round(time.monotonic() - began, 3)
         finally:
-            await self._give_back(lease)
+            self._give_back_soon(lease)
         if lease is not None:
             timings["lease_s"] = round(lease.lease_s, 3)
             timings["episode_s"] = round(began - lease.seeded_at, 3)
@@ -250,7 +270,7 @@ class SWEVerifier(SimpleResourcesServer):
                 evaluation = Evaluation(False, False, False, None, error=f"verification failed: {error}")
             finally:
                 if sandbox is not None:
-                    await self._give_back(Lease(sandbox=sandbox, image=""))
+                    self._give_back_soon(Lease(sandbox=sandbox, image=""))
             if evaluation.completed or evaluation.timed_out or attempt == attempts \
                     or (deadline is not None and time.monotonic() >= deadline):
                 break
