@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import yaml
+from packaging.requirements import InvalidRequirement, Requirement
 
 from gym_compose.contract import image_registry
 from gym_compose.engine.images.wheelhouse import direct_references
@@ -51,7 +52,6 @@ ON_THE_INDEX = {
                   "train_test_splits; TALES then downloads its games at run time",
 }
 _EGG = re.compile(r"[#&]egg=([A-Za-z0-9._-]+)")
-_NAMED_REFERENCE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*@\s*([^\s;]+)")
 GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
                              re.IGNORECASE | re.MULTILINE)
 # Servers that fetch what they need from the internet when they start (found by running them; the
@@ -268,9 +268,13 @@ def fetched_elsewhere(requirements: str) -> str | None:
 def fetched_package(line: str) -> tuple[str, str]:
     """(the package a git or URL requirement installs, where from): its name, `#egg=`, a wheel's
     file name, or the repository's."""
-    if named := _NAMED_REFERENCE.match(line):
-        return canonical_name(named.group(1)), named.group(2)
-    line = line.split(";")[0].strip()
+    try:
+        named = Requirement(line)
+    except InvalidRequirement:  # a bare URL (`git+https://...#egg=NAME`): no name of its own
+        line = line.split(";")[0].strip()
+    else:
+        if named.url:
+            return canonical_name(named.name), named.url
     return _package_of_url(line), line
 
 
