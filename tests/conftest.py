@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -35,19 +37,20 @@ def _docker_compose_available() -> bool:
 # so the modules that change the engine itself (ENGINE_EXCLUSIVE: swarm mode, further engines in
 # network namespaces) run while no other Docker module does: a second lane's stack lost its
 # service names while the swarm-nodes test ran ("Name or service not known"). That is a
-# readers-writer lock on a file (EngineTurn), taken per module outside the test's timeout.
+# readers-writer lock on a file (EngineTurn), taken per module outside the test's timeout; and
+# since the other lanes could only wait meanwhile, an ENGINE_EXCLUSIVE module first waits for every
+# other lane to have run its last Docker module (LaneMarks), instead of stopping them mid-lane.
 # LANES names the modules of the second and third lanes in the order they run; the first lane runs
 # every other Docker module in file order, ENGINE_EXCLUSIVE last. They are balanced by the seconds
-# each module took (fresh engine, two lanes, 2026-12-04 20:38-21:26 UTC, docs/development.md#tests):
-# the second lane holds the NeMo Gym-runtime modules whose first (test_judge_models, 657 s) builds
-# the runtime image; the third starts with the llama.cpp compile (test_local_model, 560 s) and runs
-# its two NeMo Gym-runtime modules after it, when the image is built (a module that asks for an
-# image being built waits for it: gym-compose's build lock).
+# each module took (fresh engine, three lanes, 2026-12-06 16:23-16:56 UTC, docs/development.md#tests):
+# the second lane holds the NeMo Gym-runtime modules whose first (test_judge_models, 531 s) builds
+# the runtime image; the third starts with the llama.cpp compile (test_local_model, 795 s) and runs
+# its NeMo Gym-runtime modules after it, when the image is built (a module that asks for an image
+# being built waits for it: gym-compose's build lock).
 LANES = {
     "docker-2": ("test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_runtime",
-                 "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers"),
-    "docker-3": ("test_local_model", "test_swebench", "test_nemo_gym_compat", "test_swe_registry",
-                 "test_nemo_gym_sweep"),
+                 "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers", "test_swe_registry"),
+    "docker-3": ("test_local_model", "test_swebench", "test_nemo_gym_compat", "test_nemo_gym_sweep"),
 }
 FIRST_LANE = "docker-1"
 ENGINE_EXCLUSIVE = frozenset({"test_swarm", "test_swarm_nodes"})
@@ -91,10 +94,67 @@ class EngineTurn:
         self.held = False
 
 
+class LaneMarks:
+    """Which lanes have run their last Docker module in this test run: a file per finished lane,
+    in a folder of this run's own."""
+
+    WAIT_LIMIT_S = 3 * 3600  # a lane whose worker died never marks: go on then (the lock still holds)
+
+    RUN_ENV = "GYM_COMPOSE_TESTS_RUN"  # set by the run's first process, inherited by pytest-xdist's workers
+
+    def __init__(self, folder: Path):
+        self.folder = folder / f"run-{os.environ[self.RUN_ENV]}"
+        self.last_module: dict[str, str] = {}  # lane -> its last non-exclusive Docker module collected
+
+    def learn(self, items) -> None:
+        for item in items:
+            module = _module_name(item)
+            if "docker" in item.keywords and module not in ENGINE_EXCLUSIVE:
+                self.last_module[_lane_of(module)] = module
+
+    def finished(self, module: str) -> None:
+        lane = _lane_of(module)
+        if self.last_module.get(lane) == module:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / lane).touch()
+
+    def wait_for_lanes_other_than(self, lane: str) -> None:
+        others = [other for other in self.last_module if other != lane]
+        deadline = time.monotonic() + self.WAIT_LIMIT_S
+        while not all((self.folder / other).exists() for other in others) and time.monotonic() < deadline:
+            time.sleep(1)
+
+    def forget(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _lane_of(module: str) -> str:
+    return _LANE_OF.get(module, FIRST_LANE)
+
+
+def _tests_folder(rootpath: Path) -> Path:
+    checkout = hashlib.sha256(str(rootpath).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"gym-compose-tests-{checkout}"
+
+
 @functools.cache
 def _engine_turn(rootpath: Path) -> EngineTurn:
-    checkout = hashlib.sha256(str(rootpath).encode()).hexdigest()[:12]
-    return EngineTurn(Path(tempfile.gettempdir()) / f"gym-compose-tests-{checkout}")
+    return EngineTurn(_tests_folder(rootpath))
+
+
+@functools.cache
+def _lane_marks(rootpath: Path) -> LaneMarks:
+    return LaneMarks(_tests_folder(rootpath))
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the run's first process, before it starts any worker
+        os.environ[LaneMarks.RUN_ENV] = uuid.uuid4().hex
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        _lane_marks(config.rootpath).forget()
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -104,11 +164,15 @@ def pytest_runtest_protocol(item, nextitem):
     other lane is no test's time."""
     docker = "docker" in item.keywords
     turn = _engine_turn(item.config.rootpath) if docker else None
+    module = _module_name(item)
     if turn and not turn.held:
-        turn.take(exclusive=_module_name(item) in ENGINE_EXCLUSIVE)
+        if module in ENGINE_EXCLUSIVE:
+            _lane_marks(item.config.rootpath).wait_for_lanes_other_than(_lane_of(module))
+        turn.take(exclusive=module in ENGINE_EXCLUSIVE)
     yield
     if turn and (nextitem is None or nextitem.fspath != item.fspath):
         turn.give_back()
+        _lane_marks(item.config.rootpath).finished(module)
 
 
 def _place_in_lane(item) -> tuple[bool, int]:
@@ -120,6 +184,7 @@ def _place_in_lane(item) -> tuple[bool, int]:
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_place_in_lane)
+    _lane_marks(config.rootpath).learn(items)
     docker_items = [item for item in items if "docker" in item.keywords]
     if not docker_items or _docker_compose_available():
         return

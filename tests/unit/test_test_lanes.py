@@ -113,3 +113,41 @@ def test_a_module_that_changes_the_engine_runs_while_no_other_docker_module_does
     spans = {span["module"]: span for span in map(json.loads, (tmp_path / "spans.jsonl").read_text().splitlines())}
     swarm, other = spans["test_swarm"], spans["test_mcp"]
     assert swarm["ended"] <= other["began"] or other["ended"] <= swarm["began"], spans
+
+
+# test_a (the first lane) ends, then its lane asks for test_swarm's exclusive turn while the second
+# lane is still in its first module (it waits for test_a's end, then lingers): the exclusive module
+# must not start until that lane has run its last module too, not stop it between its modules.
+SPAN = '''
+import json, os, time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.docker
+HERE = Path(os.environ["LANES_RECORD"])
+
+def test_span():
+    began = time.monotonic()
+    deadline = began + 10
+    while {wait_for_a} and not (HERE / "a.done").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep({linger})
+    with open(HERE / "spans.jsonl", "a") as out:
+        out.write(json.dumps({{"module": "{name}", "began": began, "ended": time.monotonic()}}) + "\\n")
+    if "{name}" == "test_a":
+        (HERE / "a.done").write_text("")
+'''
+
+
+def test_a_module_that_changes_the_engine_waits_for_the_other_lanes_to_finish_not_just_their_module(tmp_path):
+    from tests.conftest import LANES
+
+    first, second = LANES["docker-2"][:2]
+    run_suite(tmp_path, {"test_a.py": SPAN.format(name="test_a", wait_for_a=False, linger=0),
+                         f"{first}.py": SPAN.format(name=first, wait_for_a=True, linger=1.0),
+                         f"{second}.py": SPAN.format(name=second, wait_for_a=False, linger=0),
+                         "test_swarm.py": SPAN.format(name="test_swarm", wait_for_a=False, linger=0)})
+    spans = {span["module"]: span for span in map(json.loads, (tmp_path / "spans.jsonl").read_text().splitlines())}
+    assert spans["test_a"]["ended"] <= spans[first]["ended"], spans  # the second lane was mid-module then
+    assert spans["test_swarm"]["began"] >= spans[second]["ended"], spans
