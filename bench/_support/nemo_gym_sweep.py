@@ -48,6 +48,7 @@ ON_THE_INDEX = {
     "openenv-echo-env": "not on PyPI (openenv-core is, its environments are not)",
     "openenv-coding-env": "not on PyPI (openenv-core is, its environments are not)",
     "openenv-maze-env": "not on PyPI (openenv-core is, its environments are not)",
+    "nemo-usersim": "PyPI's nemo-usersim 0.0.0a0 is NVIDIA's empty name placeholder",
     "tale-suite": "PyPI has tale-suite 1.0.0rc2, the same project, where NeMo Gym pins the branch "
                   "train_test_splits; TALES then downloads its games at run time",
 }
@@ -190,17 +191,10 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     """Why this server cannot run here (no external service reachable, no GPU), or None."""
     if server_dir.name in NEEDS_A_GPU:  # before a resolve error: genrm_compare's names its checkpoint
         return f"needs {NEEDS_A_GPU[server_dir.name]}"
-    if config is None:
-        lowered = resolve_error.lower()
-        for word, why in (("judge", "needs a judge model"), ("genrm", "needs a judge model"),
-                          ("api_key", "needs an API key"), ("base_url", "needs a real model endpoint"),
-                          ("policy_base_url", "needs a real model endpoint")):
-            if word in lowered:
-                return f"{why} ({resolve_error[:120]})"
-        unset = re.search(r"interpolation \$\{([^}]+)\} in (\S+) has no target", resolve_error)
-        if unset:  # NeMo Gym stops on it too: a value (image, path, endpoint) the user must supply
-            return f"leaves {unset.group(1)} unset (used by {unset.group(2)}): a value to supply"
-        return None
+    if config is None:  # what stops the config, and what its build would need besides
+        causes = [cause for cause in (unresolved(resolve_error), fetched_elsewhere(server_requirements(server_dir)))
+                  if cause]
+        return "; and ".join(causes) or None
     if server_dir.name in NEEDS_CREDENTIALS:
         return f"needs {NEEDS_CREDENTIALS[server_dir.name]}"
     if server_dir.name in FETCHES_AT_START_UP:
@@ -249,6 +243,20 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages)"
     return fetched_elsewhere(requirements)
+
+
+def unresolved(resolve_error: str) -> str | None:
+    """The cause named by the error that stopped a server's config from resolving, or None."""
+    lowered = resolve_error.lower()
+    for word, why in (("judge", "needs a judge model"), ("genrm", "needs a judge model"),
+                      ("api_key", "needs an API key"), ("base_url", "needs a real model endpoint"),
+                      ("policy_base_url", "needs a real model endpoint")):
+        if word in lowered:
+            return f"{why} ({resolve_error[:120]})"
+    unset = re.search(r"interpolation \$\{([^}]+)\} in (\S+) has no target", resolve_error)
+    if unset:  # NeMo Gym stops on it too: a value (image, path, endpoint) the user must supply
+        return f"leaves {unset.group(1)} unset (used by {unset.group(2)}): a value to supply"
+    return None
 
 
 def fetched_elsewhere(requirements: str) -> str | None:

@@ -211,3 +211,15 @@ def test_the_cause_names_each_fetched_requirement_and_what_the_index_holds_under
     assert cause == ("needs the internet at build time: human-eval-infilling from git+https://github.com/w/h.git "
                      "[PyPI's human-eval-infilling 2.15.0 is an empty package of someone else's]")
     assert sweep.fetched_elsewhere("numpy\nrequests>=2\n") is None
+
+
+def test_a_config_that_does_not_resolve_names_its_fetched_requirements_too(tmp_path):
+    (tmp_path / "requirements.txt").write_text("nemo-usersim @ git+https://github.com/N/UserSim.git@abc\n")
+    error = "error: interpolation ${policy_base_url} in user_model_base_url has no target"
+    cause = sweep.exclusion(tmp_path, None, error)
+    assert cause.startswith("needs a real model endpoint (error: interpolation ${policy_base_url}"), cause
+    assert cause.endswith("; and needs the internet at build time: nemo-usersim from git+https://github.com/N/UserSim"
+                          ".git@abc [PyPI's nemo-usersim 0.0.0a0 is NVIDIA's empty name placeholder]"), cause
+    (tmp_path / "requirements.txt").write_text("numpy\n")
+    assert sweep.exclusion(tmp_path, None, error).startswith("needs a real model endpoint")
+    assert sweep.exclusion(tmp_path, None, "some other error") is None
