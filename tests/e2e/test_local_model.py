@@ -26,7 +26,8 @@ def project(request) -> str:
 @pytest.mark.timeout(2400)  # the first run compiles llama-cpp-python: over 600 s on a loaded 2-core machine
 def test_benchmark_with_a_local_cpu_model_completes_rollouts_and_leaves_nothing(project, tmp_path):
     up = gym_compose("up", "--benchmark", "example_single_tool_call", "--model-type", "local_llama_cpp_model",
-                     "--limit", "2", "-p", project, "--head-port", str(free_port()), cwd=tmp_path, timeout=2400)
+                     "--limit", "2", "--max-output-tokens", "16", "-p", project, "--head-port", str(free_port()),
+                     cwd=tmp_path, timeout=2400)
     assert up.returncode == 0, up.stderr[-4000:]
     run_dir = only_run_dir(tmp_path / "results")
     rollouts = read_jsonl(run_dir / "rollouts.jsonl")
@@ -36,6 +37,7 @@ def test_benchmark_with_a_local_cpu_model_completes_rollouts_and_leaves_nothing(
     for row in rollouts:
         usage = row["response"]["usage"]
         assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0  # a real model generated them
+        assert usage["output_tokens"] <= 16  # --max-output-tokens reached the model (and keeps the test short)
         assert row["response"]["model"] == "gemma-3-270m"
         assert isinstance(row["reward"], float)
     metrics = json.loads((run_dir / "rollouts_aggregate_metrics.json").read_text())
