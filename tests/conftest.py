@@ -8,9 +8,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
-import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +38,7 @@ def _docker_compose_available() -> bool:
 # service names while the swarm-nodes test ran ("Name or service not known"). That is a
 # readers-writer lock on a file (EngineTurn), taken per module outside the test's timeout; and
 # since the other lanes could only wait meanwhile, an ENGINE_EXCLUSIVE module first waits for every
-# other lane to have run its last Docker module (LaneMarks), instead of stopping them mid-lane.
+# other lane to have run its last Docker module (LaneHolds), instead of stopping them mid-lane.
 # LANES names the modules of the second and third lanes in the order they run; the first lane runs
 # every other Docker module in file order, ENGINE_EXCLUSIVE last. They are balanced by the seconds
 # each module took on an empty engine and with the images kept (2026-12-06, docs/development.md#tests):
@@ -95,17 +94,15 @@ class EngineTurn:
         self.held = False
 
 
-class LaneMarks:
-    """Which lanes have run their last Docker module in this test run: a file per finished lane,
-    in a folder of this run's own."""
-
-    WAIT_LIMIT_S = 3 * 3600  # a lane whose worker died never marks: go on then (the lock still holds)
-
-    RUN_ENV = "GYM_COMPOSE_TESTS_RUN"  # set by the run's first process, inherited by pytest-xdist's workers
+class LaneHolds:
+    """Which lanes still have Docker modules to run: each lane's worker holds a shared lock on its
+    lane's file from its first Docker module until its last one is done, or until its process ends
+    (a run stopped by -x or a crash), so a wait for the other lanes never outlives them."""
 
     def __init__(self, folder: Path):
-        self.folder = folder / f"run-{os.environ[self.RUN_ENV]}"
-        self.last_module: dict[str, str] = {}  # lane -> its last non-exclusive Docker module collected
+        self.folder = folder
+        self.last_module: dict[str, str] = {}  # lane -> its last non-exclusive Docker module to run
+        self.held: dict[str, Any] = {}  # lane -> its open lock file, while this process runs that lane
 
     def learn(self, items) -> None:
         for item in items:
@@ -113,20 +110,22 @@ class LaneMarks:
             if "docker" in item.keywords and module not in ENGINE_EXCLUSIVE:
                 self.last_module[_lane_of(module)] = module
 
+    def started(self, module: str) -> None:
+        lane = _lane_of(module)
+        if module not in ENGINE_EXCLUSIVE and lane not in self.held:
+            self.held[lane] = open(self.folder / f"lane-{lane}.lock", "w")
+            fcntl.flock(self.held[lane], fcntl.LOCK_SH)
+
     def finished(self, module: str) -> None:
         lane = _lane_of(module)
-        if self.last_module.get(lane) == module:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            (self.folder / lane).touch()
+        if self.last_module.get(lane) == module and lane in self.held:
+            self.held.pop(lane).close()  # closing gives the lock back
 
     def wait_for_lanes_other_than(self, lane: str) -> None:
-        others = [other for other in self.last_module if other != lane]
-        deadline = time.monotonic() + self.WAIT_LIMIT_S
-        while not all((self.folder / other).exists() for other in others) and time.monotonic() < deadline:
-            time.sleep(1)
-
-    def forget(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        # a lane this process runs itself is behind it already (one process runs its items in order)
+        for other in sorted(set(self.last_module) - {lane} - set(self.held)):
+            with open(self.folder / f"lane-{other}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # granted once no worker holds that lane
 
 
 def _lane_of(module: str) -> str:
@@ -144,18 +143,13 @@ def _engine_turn(rootpath: Path) -> EngineTurn:
 
 
 @functools.cache
-def _lane_marks(rootpath: Path) -> LaneMarks:
-    return LaneMarks(_tests_folder(rootpath))
+def _lane_holds(rootpath: Path) -> LaneHolds:
+    return LaneHolds(_tests_folder(rootpath))
 
 
-def pytest_configure(config):
-    if not hasattr(config, "workerinput"):  # the run's first process, before it starts any worker
-        os.environ[LaneMarks.RUN_ENV] = uuid.uuid4().hex
-
-
-def pytest_unconfigure(config):
-    if not hasattr(config, "workerinput"):
-        _lane_marks(config.rootpath).forget()
+def pytest_collection_finish(session):
+    """The lanes' last modules, from the items that will run (after -k, -m and --deselect)."""
+    _lane_holds(session.config.rootpath).learn(session.items)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -166,14 +160,16 @@ def pytest_runtest_protocol(item, nextitem):
     docker = "docker" in item.keywords
     turn = _engine_turn(item.config.rootpath) if docker else None
     module = _module_name(item)
-    if turn and not turn.held:
+    lanes = _lane_holds(item.config.rootpath) if docker else None
+    if turn and lanes and not turn.held:
+        lanes.started(module)
         if module in ENGINE_EXCLUSIVE:
-            _lane_marks(item.config.rootpath).wait_for_lanes_other_than(_lane_of(module))
+            lanes.wait_for_lanes_other_than(_lane_of(module))
         turn.take(exclusive=module in ENGINE_EXCLUSIVE)
     yield
-    if turn and (nextitem is None or nextitem.fspath != item.fspath):
+    if turn and lanes and (nextitem is None or nextitem.fspath != item.fspath):
         turn.give_back()
-        _lane_marks(item.config.rootpath).finished(module)
+        lanes.finished(module)
 
 
 def _place_in_lane(item) -> tuple[bool, int]:
@@ -185,7 +181,6 @@ def _place_in_lane(item) -> tuple[bool, int]:
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_place_in_lane)
-    _lane_marks(config.rootpath).learn(items)
     docker_items = [item for item in items if "docker" in item.keywords]
     if not docker_items or _docker_compose_available():
         return
