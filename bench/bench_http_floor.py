@@ -28,7 +28,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 APP = textwrap.dedent("""
-    import sys
     from starlette.applications import Starlette
     from starlette.routing import Route
     from gym_compose.net.web import json_response, serve

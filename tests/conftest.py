@@ -159,15 +159,15 @@ def pytest_runtest_protocol(item, nextitem):
     other lane is no test's time."""
     docker = "docker" in item.keywords
     turn = _engine_turn(item.config.rootpath) if docker else None
-    module = _module_name(item)
-    lanes = _lane_holds(item.config.rootpath) if docker else None
-    if turn and lanes and not turn.held:
+    lanes = _lane_holds(item.config.rootpath)
+    module = _module_name(item) if docker else ""
+    if turn and not turn.held:
         lanes.started(module)
         if module in ENGINE_EXCLUSIVE:
             lanes.wait_for_lanes_other_than(_lane_of(module))
         turn.take(exclusive=module in ENGINE_EXCLUSIVE)
     yield
-    if turn and lanes and (nextitem is None or nextitem.fspath != item.fspath):
+    if turn and (nextitem is None or nextitem.fspath != item.fspath):
         turn.give_back()
         lanes.finished(module)
 
