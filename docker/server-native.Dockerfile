@@ -1,10 +1,11 @@
-# A server implementation with packages compiled from source (native-requirements.txt), e.g.
-# llama-cpp-python, which PyPI ships only as an sdist for Linux. Three stages:
-# 1. native: BUILDER_IMAGE (the offline debian-build image with g++/cmake/make, or the public
-#    Python image, which gets them from apt) compiles each sdist in native/sdists into a wheel,
-#    with native/native-build.env exported (CMAKE_ARGS ...) and native/native-prepare.sh, when
-#    present, run in each unpacked source tree first; build backends come from native/build-wheels.
-#    The C++ runtime it linked against is kept beside the wheels.
+# A server implementation with packages compiled from source (native-requirements.txt), e.g. a
+# C extension PyPI ships only as an sdist for Linux. Three stages:
+# 1. native: BUILDER_IMAGE (the offline debian-build image with g++/cmake/make and the Python
+#    headers, or the public Python image, which gets the tools from apt) compiles each sdist in
+#    native/sdists into a wheel, with native/native-build.env exported (CMAKE_ARGS ...) and
+#    native/native-prepare.sh, when present, run in each unpacked source tree first; build
+#    backends come from native/build-wheels. The C++ runtime it linked against is kept beside the
+#    wheels.
 # 2. requirements: requirements.txt plus the built wheels into a staging prefix (as in
 #    server-requirements.sh); native/image_setup.py, when present, then runs with that
 #    prefix importable and may add files to it or drop packages from it (e.g. assemble a model file).

@@ -2,7 +2,8 @@
 # root in a container of the base by gym_compose/engine/images/lean_images.py, with this folder (wheels/,
 # requirements.txt) at /tmp/gym-compose-build and the server's files already at /srv/server; the
 # container is then committed, so the image gains only those packages and the files (this folder
-# is removed, and leaves nothing). The base's own packages are pinned (constraints), so a server
+# is removed, and leaves nothing); the folder's image_setup.py, when present, runs last, with
+# /opt/venv as its argument. The base's own packages are pinned (constraints), so a server
 # cannot replace the runtime's; pip, setuptools and wheel are not (plain `pip freeze` leaves them
 # out): a server may ask for a newer setuptools (grl_sokoban: setuptools>=70) without making its
 # requirements unsatisfiable. Argument: pip's options (--no-index offline).
@@ -15,4 +16,8 @@ pip_options=${1:-}
     --find-links "$build/wheels" -c "$build/base-constraints.txt" -r "$build/requirements.txt"
 mkdir -p /opt/venv/share/gym-compose
 cp "$build/requirements.txt" /opt/venv/share/gym-compose/server-requirements.txt
+# the server's own build step, when it has one (local_llama_cpp_model assembles its model file)
+if [ -f /srv/server/image_setup.py ]; then
+    /opt/venv/bin/python /srv/server/image_setup.py /opt/venv
+fi
 rm -rf "$build"

@@ -1,12 +1,15 @@
 """local_llama_cpp_model: a GGUF model served on the CPU by llama.cpp, as a service of the stack.
 
-The model loads in the background when the server starts; the readiness route (the compose
-healthcheck) answers 503 "loading model ..." until it has loaded, so `gym-compose up` waits for
-exactly that. A model that cannot load stops the server with the reason (exit 1).
+llama.cpp comes from xllamacpp, a prebuilt wheel with llama.cpp's own server inside (its chat
+templates, sampling, `response_format` grammars and OpenAI-style answers), so the image builds in
+seconds and compiles nothing. The model loads in the background when the server starts; the
+readiness route (the compose healthcheck) answers 503 "loading model ..." until it has loaded, so
+`gym-compose up` waits for exactly that. A model that cannot load stops the server with the reason
+(exit 1).
 
 Routes: `/v1/responses` (converted to a chat completion and back), `/v1/chat/completions`,
-`/v1/models`. One generation runs at a time (a llama.cpp context serves one sequence); up to
-`max_queued_requests` more wait, beyond that the answer is 503 with Retry-After.
+`/v1/models`. One generation runs at a time (one llama.cpp slot); up to `max_queued_requests`
+more wait, beyond that the answer is 503 with Retry-After.
 
 Tool calls: chat templates of small models (Gemma 3) know no tools, so with `tool_prompt: true`
 the offered tools are described in the system message and an answer that is only a JSON object
@@ -37,7 +40,7 @@ from gym_compose.server.base import BaseServer, BaseServerConfig
 from gym_compose.server.models.chat_conversion import chat_to_response, responses_to_chat
 
 LOG = logging.getLogger("gym_compose.server.local_llama_cpp_model")
-# create_chat_completion's sampling arguments that a chat request may set
+# the sampling arguments of a chat request that go on to llama.cpp
 _SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
                   "logprobs", "top_logprobs", "response_format")
 _FENCE = re.compile(r"^```[a-z_]*\s*(.*?)\s*```$", re.DOTALL)
@@ -51,7 +54,7 @@ class LocalLlamaCppModelConfig(BaseServerConfig):
     n_ctx: int = Field(4096, ge=256)
     n_threads: int = Field(0, ge=0)  # 0: the CPUs this process may run on
     n_batch: int = Field(256, ge=1)
-    chat_format: Optional[str] = None  # None: the chat template stored in the GGUF
+    chat_format: Optional[str] = None  # a llama.cpp built-in template name; None: the GGUF's own template
     system_role: bool = True  # false: the system text opens the first user turn (Gemma has no system role)
     max_output_tokens: int = Field(256, ge=1)  # when a request sets none
     seed: int = -1  # -1: a random seed per process
@@ -93,13 +96,8 @@ class LocalLlamaCppModel(BaseServer):
         try:
             if not path.is_file():
                 raise FileNotFoundError(f"model_path {path} does not exist in the container")
-            from llama_cpp import Llama
-
             threads = self.config.n_threads or len(os.sched_getaffinity(0))
-            self._llama = Llama(model_path=str(path), n_ctx=self.config.n_ctx, n_threads=threads,
-                                n_threads_batch=threads, n_batch=self.config.n_batch,
-                                chat_format=self.config.chat_format, verbose=False,
-                                **({"seed": self.config.seed} if self.config.seed >= 0 else {}))
+            self._llama = start_llama_server(self.config, path, threads)
         except Exception as error:  # noqa: BLE001 - any load failure ends the server with its reason
             self._load_error = f"{type(error).__name__}: {error}"
             print(f"gym-compose: {self.config.name}: cannot load {path}: {self._load_error}", flush=True)
@@ -156,11 +154,17 @@ class LocalLlamaCppModel(BaseServer):
             completion = await loop.run_in_executor(self._executor, self._generate, messages, arguments)
         finally:
             self._waiting -= 1
-        if completion is None:  # the prompt does not fit the context
+        error = completion.get("error")
+        if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+            LOG.warning("prompt does not fit the context (n_ctx %d): %s", self.config.n_ctx, error.get("message"))
             return {"id": "chatcmpl-local-overflow", "object": "chat.completion", "created": int(time.time()),
                     "model": self.model_name, "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
                     "choices": [{"index": 0, "finish_reason": "length",
                                  "message": {"role": "assistant", "content": ""}}]}
+        if error is not None:  # a request llama.cpp refuses (e.g. a response_format it cannot turn into a grammar)
+            status = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), int) else 400
+            reason = error.get("message") if isinstance(error, dict) else str(error)
+            return json_response({"error": reason, "type": "model_error"}, status if 400 <= status < 600 else 500)
         completion["model"] = self.model_name
         if tools and self.config.tool_prompt:
             message = completion["choices"][0]["message"]
@@ -174,19 +178,46 @@ class LocalLlamaCppModel(BaseServer):
                 completion["choices"][0]["finish_reason"] = "tool_calls"
         return completion
 
-    def _generate(self, messages: list[dict[str, Any]], arguments: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def _generate(self, messages: list[dict[str, Any]], arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self._llama.create_chat_completion(messages=messages, **arguments)
-        except ValueError as error:
-            if "exceed context window" in str(error):
-                LOG.warning("prompt does not fit the context (n_ctx %d): %s", self.config.n_ctx, error)
-                return None
-            raise
+            return self._llama.handle_chat_completions({"messages": messages, **arguments})
+        except RuntimeError as error:  # what llama.cpp's server raises instead of answering
+            return {"error": {"code": 500, "message": str(error)}}
 
     async def on_shutdown(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
         await super().on_shutdown()
+
+
+def start_llama_server(config: LocalLlamaCppModelConfig, path: Path, threads: int) -> Any:
+    """llama.cpp's server in this process (xllamacpp), the model loaded, one slot, quiet; the chat
+    template checked with a one-token answer, since llama.cpp reads it only on a request."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(path)
+    params.n_ctx = config.n_ctx
+    params.n_batch = config.n_batch
+    params.n_parallel = 1
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.verbosity = -1  # no per-request lines in `docker compose logs`; failures still raise
+    if config.seed >= 0:
+        params.sampling.seed = config.seed
+    if config.chat_format:  # a built-in template by name: llama.cpp's non-Jinja path
+        params.use_jinja = False
+        params.chat_template = config.chat_format
+    server = xllamacpp.Server(params)
+    try:
+        probe = server.handle_chat_completions({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+    except RuntimeError as error:
+        probe = {"error": {"message": str(error)}}
+    if "error" in probe:
+        error = probe["error"]
+        template = f"chat_format {config.chat_format!r}" if config.chat_format else "the GGUF's chat template"
+        raise ValueError(f"{template}: {error.get('message') if isinstance(error, dict) else error}")
+    return server
 
 
 def plain_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]],

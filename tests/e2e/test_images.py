@@ -89,11 +89,17 @@ def test_server_requirements_install_offline_from_the_host_wheelhouse(offline_ba
     folder.mkdir()
     (folder / "app.py").write_text("import six\n")
     (folder / "requirements.txt").write_text("six==1.16.0\nfastapi\n")
+    (folder / "image_setup.py").write_text(  # the build step runs last, with the packages importable
+        "import pathlib, sys, six\n"
+        "share = pathlib.Path(sys.argv[1]) / 'share' / 'e2e'\n"
+        "share.mkdir(parents=True)\n"
+        "(share / 'made-with').write_text(six.__version__)\n")
 
     tag = images.ensure_server_image(folder, offline_base, progress=print)
     removed_after.append(tag)
     output = run_in(tag, "python", "-c", "import six, fastapi, app; print(six.__version__)")
     assert output.strip() == "1.16.0"
+    assert run_in(tag, "cat", "/opt/venv/share/e2e/made-with") == "1.16.0"
     # fastapi is already in the base: nothing beyond six and the files is added
     assert images.image_size(tag) - images.image_size(offline_base) < 2_000_000
     # the install ran as root in the container that became the image: the base's user and command stay
@@ -101,3 +107,29 @@ def test_server_requirements_install_offline_from_the_host_wheelhouse(offline_ba
     assert (config["User"], config["Cmd"], config["WorkingDir"]) == (
         base_config["User"], base_config["Cmd"], base_config["WorkingDir"])
     assert run_in(tag, "sh", "-c", "ls -A /tmp").strip() == ""  # the build folder left nothing
+
+
+def test_a_package_compiled_from_its_sdist_offline_with_the_folders_build_hooks(offline_base, tmp_path, removed_after):
+    """native-requirements.txt: mmh3's C extension compiled from its sdist in the Debian build
+    stage, with native-build.env exported to native-prepare.sh (which marks the source's version),
+    and image_setup.py run with the staged packages importable."""
+    folder = tmp_path / "e2e_native_server"
+    folder.mkdir()
+    (folder / "app.py").write_text("import mmh3\n")
+    (folder / "native-requirements.txt").write_text("mmh3==5.1.0\n")
+    (folder / "native-build.env").write_text("# exported for the build\nE2E_LOCAL_VERSION=prepared\n")
+    (folder / "native-prepare.sh").write_text(
+        'set -e\ntest -n "$E2E_LOCAL_VERSION"\n'
+        'sed -i "s/^version = \\"5.1.0\\"/version = \\"5.1.0+$E2E_LOCAL_VERSION\\"/" pyproject.toml\n')
+    (folder / "image_setup.py").write_text(
+        "import pathlib, sys, mmh3\n"
+        "share = pathlib.Path(sys.argv[1]) / 'share' / 'e2e'\n"
+        "share.mkdir(parents=True)\n"
+        "(share / 'hash').write_text(str(mmh3.hash('foo')))\n")
+
+    tag = images.ensure_server_image(folder, offline_base, progress=print)
+    removed_after.append(tag)
+    output = run_in(tag, "python", "-c", "import importlib.metadata as m, mmh3, app; print(mmh3.hash('foo'), m.version('mmh3'))")
+    assert output.split() == ["-156908512", "5.1.0+prepared"]  # mmh3's documented hash of "foo"
+    assert run_in(tag, "cat", "/opt/venv/share/e2e/hash") == "-156908512"
+    assert images.inspect_image(tag)["Config"]["User"] == "10001:10001"

@@ -132,7 +132,7 @@ def test_the_host_side_name_table_is_what_the_layer_gives():
 
 
 def test_every_server_image_of_this_repository_runs_on_the_lean_runtime():
-    # they are written for gym-compose; local_llama_cpp_model's llama_cpp comes from native-requirements.txt
+    # they are written for gym-compose; local_llama_cpp_model's xllamacpp comes from its requirements.txt
     from tests.support import REPO
 
     for folder in sorted((REPO / "server_images").iterdir()):

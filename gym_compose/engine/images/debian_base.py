@@ -1,7 +1,7 @@
 """Offline parent images: Debian root filesystems made by mmdebstrap, imported.
 
 `debian-python` (Python only) is the parent of the base image when the public Python image cannot
-be pulled; `debian-build` (Python plus g++, cmake, make) is the build stage of server images that
+be pulled; `debian-build` (Python with its headers, g++, cmake, make) is the build stage of server images that
 compile packages from source (docs/images.md). Each rootfs tarball is cached on the host, keyed by
 the options that make it, so it is built once per machine.
 """
@@ -34,7 +34,9 @@ PACKAGES = (*PYTHON_PACKAGES, "nftables")
 # rdkit 2025.9, opencv-python-headless 5, matplotlib, pillow, scipy, pyarrow: rdkit's Draw module
 # needs libXrender.so.1, libXext.so.6 and libX11.so.6; the rest is vendored or in the base).
 NEMO_GYM_PACKAGES = (*PACKAGES, "libx11-6", "libxext6", "libxrender1")
-BUILD_PACKAGES = (*PYTHON_PACKAGES, "g++", "make", "cmake")
+# The build stage of native-requirements.txt: C/C++ toolchains and the Python headers a C extension
+# includes (Python.h; a ctypes package such as llama-cpp-python needs none).
+BUILD_PACKAGES = (*PYTHON_PACKAGES, "g++", "make", "cmake", "python3-dev")
 # Builds the wheel of a C extension PyPI has only as an sdist (pycosat) for the image's Python:
 # a compiler and the Python headers of the Debian release the image runs (wheelhouse.py).
 WHEEL_BUILD_PACKAGES = (*PYTHON_PACKAGES, "gcc", "libc6-dev", "python3-dev")
@@ -144,8 +146,8 @@ def ensure_debian_python_image(settings: ImageSettings, progress: Callable[[str]
 
 
 def ensure_debian_build_image(settings: ImageSettings, progress: Callable[[str], None]) -> str:
-    """Tag of a local image with Debian's Python 3, g++, make and cmake: the build stage that
-    compiles packages from source with no registry and no network inside the build."""
+    """Tag of a local image with Debian's Python 3 and its headers, g++, make and cmake: the build
+    stage that compiles packages from source with no registry and no network inside the build."""
     return _ensure_debian_image(settings, progress, "debian-build", BUILD_PACKAGES)
 
 
