@@ -42,15 +42,17 @@ def _docker_compose_available() -> bool:
 # LANES names the modules of the second and third lanes in the order they run; the first lane runs
 # every other Docker module in file order, ENGINE_EXCLUSIVE last. They are balanced by the seconds
 # each module took on an empty engine and with the images kept (2026-12-06, docs/development.md#tests):
-# the second lane holds the NeMo Gym-runtime modules whose first (test_judge_models, 531 s empty,
-# 77 s kept) builds the runtime image; the third starts with the llama.cpp compile (test_local_model,
-# 795 / 236 s) and runs NeMo Gym-runtime modules after it, when the image is built (a module that
-# asks for an image being built waits for it: gym-compose's build lock), then test_faults (168 /
-# 222 s), which the first lane, the longest with images kept, gave up.
+# the second lane holds the NeMo Gym-runtime modules whose first (test_judge_models, 369-531 s empty,
+# 77 s kept) builds the runtime image; the third starts with the local model (a prebuilt llama.cpp
+# wheel since 2026-12-06: no compile) and the SWE registry, and runs NeMo Gym-runtime modules after
+# them, when the image is built (a module that asks for an image being built waits for it:
+# gym-compose's build lock), then test_faults (98-168 / 222 s), which the first lane, the longest
+# with images kept, gave up.
 LANES = {
     "docker-2": ("test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_runtime",
-                 "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers", "test_swe_registry"),
-    "docker-3": ("test_local_model", "test_swebench", "test_nemo_gym_compat", "test_nemo_gym_sweep", "test_faults"),
+                 "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers"),
+    "docker-3": ("test_local_model", "test_swe_registry", "test_swebench", "test_nemo_gym_compat",
+                 "test_nemo_gym_sweep", "test_faults"),
 }
 FIRST_LANE = "docker-1"
 ENGINE_EXCLUSIVE = frozenset({"test_swarm", "test_swarm_nodes"})
