@@ -9,14 +9,21 @@ build=/tmp/gym-compose-build
 python_version=$1
 pip_options=${2:-}
 python3 -c 'import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(0 if v == sys.argv[1] else "the parent image has Python " + v + ", gym-compose needs " + sys.argv[1])' "$python_version"
-# nft: a server that shares a network with its sandboxes closes that side with it before it starts
-# (gym_compose/server/netguard.py). The offline parent has it; a public slim image gets it from apt.
-if ! command -v nft >/dev/null 2>&1; then
+# What the offline parent has and a public slim image may lack, from apt: nft (a server that shares
+# a network with its sandboxes closes that side with it before it starts: gym_compose/server/netguard.py)
+# and OpenMP's runtime, libgomp1 (manylinux wheels such as xllamacpp or lightgbm link it without
+# vendoring it; python:3.11-slim has none).
+missing=""
+command -v nft >/dev/null 2>&1 || missing="$missing nftables"
+ldconfig -p 2>/dev/null | grep -q 'libgomp\.so\.1' || missing="$missing libgomp1"
+if [ -n "$missing" ]; then
+    # shellcheck disable=SC2086  # missing is a list of packages
     if command -v apt-get >/dev/null 2>&1 && apt-get update -qq \
-            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables >/dev/null; then
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null; then
         rm -rf /var/lib/apt/lists/*
     else
-        echo "note: no nft in this image: servers that share a network with their sandboxes will not start" >&2
+        echo "note: could not install$missing from apt: without nft, servers that share a network with their" \
+             "sandboxes will not start; without libgomp1, packages that need OpenMP's runtime will not load" >&2
     fi
 fi
 python3 -m venv /opt/venv

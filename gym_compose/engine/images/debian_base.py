@@ -23,8 +23,9 @@ from gym_compose.errors import UserError
 
 MMDEBSTRAP_TIMEOUT_S = 900
 IMPORT_TIMEOUT_S = 600
-# The C++ runtime and OpenMP, as the public slim image has them: manylinux wheels (numpy, pandas,
-# scipy, pyarrow, torch) link against the system's libstdc++ and many vendor no libgomp.
+# The C++ runtime and OpenMP: manylinux wheels (numpy, pandas, scipy, pyarrow, torch, xllamacpp) link
+# against the system's libstdc++ and many vendor no libgomp (on the public slim image, which has no
+# libgomp1, docker/base-venv.sh installs it).
 PYTHON_PACKAGES = ("python3", "python3-venv", "libstdc++6", "libgomp1")
 # The images that run servers also have nft: a server that shares a network with its sandboxes
 # closes that side with it before it starts (gym_compose/server/netguard.py). Build stages need none.
