@@ -230,6 +230,11 @@ def test_a_pull_that_fails_otherwise_says_what_the_engines_words_mean_and_what_t
         return pull_failure("127.0.0.1:5000/x:t", message, had_credentials=False)
 
     assert "does not match its digest" in said("filesystem layer verification failed for digest sha256:ab")
+    # a digest that holds "401" is no refusal (a CI run drew this one)
+    digest = "sha256:9ccdfeb75e74bd295c771401005841c30530423c9701e339b0e794e2036fa945"
+    assert "does not match its digest" in said(f"filesystem layer verification failed for digest {digest}")
+    assert "docker login" in said("received unexpected HTTP status: 401 Unauthorized")
+    assert "docker login" in said("pull access denied for x, repository does not exist or may require 'docker login'")
     assert "lower the sandbox setting image_cache_gib" in said("write /var/lib/docker/x: no space left on device")
     assert "--skip-missing-images" in said("manifest for 127.0.0.1:5000/x:t not found: manifest unknown")
     assert "resuming the layers already on the engine" in said("unexpected EOF")

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Optional
 
 from gym_compose.contract import image_registry
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
-DENIED = ("unauthorized", "authentication required", "no basic auth credentials", "denied", "401")
+# The engine's words for a refused pull, as whole words: a layer's digest in the message (hex) may
+# hold "401" anywhere (sha256:9ccdfeb75e74bd295c771401...).
+DENIED = re.compile(r"\b(?:unauthorized|authentication required|no basic auth credentials|denied|401)\b")
 
 
 def load_registry_auth(path: Path) -> dict[str, dict[str, str]]:
@@ -59,7 +62,7 @@ PULL_CAUSES = (
 def pull_failure(image: str, message: str, had_credentials: bool) -> str:
     """The engine's pull error, with what to do about it (credentials, digests, disk, a lost registry)."""
     lowered = message.lower()
-    if not any(word in lowered for word in DENIED):
+    if not DENIED.search(lowered):
         cause = next((advice for words, advice in PULL_CAUSES if words in lowered), None)
         return f"{message} ({cause})" if cause else message
     registry = image_registry(image)
