@@ -16,6 +16,15 @@ def run_in(tag: str, *command: str) -> str:
     return result.stdout
 
 
+def write_image_setup(folder, module: str, expression: str, name: str) -> None:
+    """An image_setup.py that writes `expression` (with `module` imported) to PREFIX/share/e2e/`name`."""
+    (folder / "image_setup.py").write_text(
+        f"import pathlib, sys, {module}\n"
+        "share = pathlib.Path(sys.argv[1]) / 'share' / 'e2e'\n"
+        "share.mkdir(parents=True)\n"
+        f"(share / {name!r}).write_text({expression})\n")
+
+
 @pytest.fixture(scope="module")
 def offline_base() -> str:
     with pytest.MonkeyPatch.context() as patch:
@@ -89,11 +98,7 @@ def test_server_requirements_install_offline_from_the_host_wheelhouse(offline_ba
     folder.mkdir()
     (folder / "app.py").write_text("import six\n")
     (folder / "requirements.txt").write_text("six==1.16.0\nfastapi\n")
-    (folder / "image_setup.py").write_text(  # the build step runs last, with the packages importable
-        "import pathlib, sys, six\n"
-        "share = pathlib.Path(sys.argv[1]) / 'share' / 'e2e'\n"
-        "share.mkdir(parents=True)\n"
-        "(share / 'made-with').write_text(six.__version__)\n")
+    write_image_setup(folder, "six", "six.__version__", "made-with")  # runs last, the packages importable
 
     tag = images.ensure_server_image(folder, offline_base, progress=print)
     removed_after.append(tag)
@@ -121,11 +126,7 @@ def test_a_package_compiled_from_its_sdist_offline_with_the_folders_build_hooks(
     (folder / "native-prepare.sh").write_text(
         'set -e\ntest -n "$E2E_LOCAL_VERSION"\n'
         'sed -i "s/^version = \\"5.1.0\\"/version = \\"5.1.0+$E2E_LOCAL_VERSION\\"/" pyproject.toml\n')
-    (folder / "image_setup.py").write_text(
-        "import pathlib, sys, mmh3\n"
-        "share = pathlib.Path(sys.argv[1]) / 'share' / 'e2e'\n"
-        "share.mkdir(parents=True)\n"
-        "(share / 'hash').write_text(str(mmh3.hash('foo')))\n")
+    write_image_setup(folder, "mmh3", "str(mmh3.hash('foo'))", "hash")
 
     tag = images.ensure_server_image(folder, offline_base, progress=print)
     removed_after.append(tag)
