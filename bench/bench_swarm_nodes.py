@@ -14,7 +14,9 @@
 4. Swarm marks the node down and reschedules its tasks on the nodes left; once every replica
    runs again, `eval run --resume` completes the run; rollouts.jsonl must hold every row exactly
    once, each with reward 1.0;
-5. `down`, then the nodes and the swarm are removed (also on failure).
+5. `down`, then the nodes are removed (also on failure), and the swarm unless this engine was a
+   swarm manager before the scenario (a test session's; leaving a swarm breaks name resolution
+   on the engine's other networks, so the session leaves it once at its end).
 Prints each step with its time; --json writes the figures (the e2e test reads them). Root only.
 """
 
@@ -70,6 +72,12 @@ def all_replicas_running(lost_node: str) -> bool:
                                   if t["Node"] != lost_node and t["CurrentState"].startswith("Running"))
     return bool(wanted) and all(running[name] >= int(replicas.split("/")[1].split(" ")[0])
                                 for name, replicas in (line.split(" ", 1) for line in wanted))
+
+
+def was_a_manager() -> bool:
+    info = subprocess.run(["docker", "info", "--format", "{{.Swarm.ControlAvailable}}"], capture_output=True,
+                          text=True, timeout=60)
+    return info.stdout.strip() == "true"
 
 
 def node_hosts() -> dict[str, str]:
@@ -170,12 +178,14 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-swarm-nodes-"))
     started = time.monotonic()
+    keep_swarm = was_a_manager()
     try:
         figures = scenario(args, work, started)
     finally:
         run(*CLI, "down", "-p", PROJECT, cwd=work, check=False, timeout=300)
-        run(*NODES, "down", cwd=REPO, check=False, timeout=600)
-        say("stack, nodes and swarm removed", started)
+        run(*NODES, "down", *(["--keep-swarm"] if keep_swarm else []), cwd=REPO, check=False, timeout=600)
+        say("stack and nodes removed" + (", the swarm kept (it was there before)" if keep_swarm else ", swarm left"),
+            started)
     figures["total_s"] = round(time.monotonic() - started, 1)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

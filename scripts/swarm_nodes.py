@@ -3,6 +3,7 @@
     python scripts/swarm_nodes.py up [--nodes 2]     # make the engine a manager, start and join the nodes
     python scripts/swarm_nodes.py kill NODE         # kill a node's engine and containers, cut its link
     python scripts/swarm_nodes.py down              # remove the nodes, their data and the swarm
+    python scripts/swarm_nodes.py down --keep-swarm # remove the nodes only: the engine stays the manager
 
 Node N is a `dockerd` of its own (data root /var/lib/gymnodeN, exec root, pidfile and socket
 under /run/gymnodeN, cgroup parent gymnodeN, hostname gymnodeN) in its own network namespace
@@ -69,8 +70,20 @@ def swarm_state() -> tuple[str, str]:
     return info[0], (info[1] if len(info) > 1 else "")
 
 
+def routes_into_subnet() -> list[str]:
+    """Routes other than the default one that cover an address of SUBNET or lie within it."""
+    prefix = f"{SUBNET}.0/24"
+    found = sh("ip", "-o", "route", "show", "match", prefix).stdout.splitlines()
+    found += sh("ip", "-o", "route", "show", "root", prefix).stdout.splitlines()
+    return sorted({line.strip() for line in found if line.strip() and not line.startswith("default")})
+
+
 def make_bridge() -> None:
     if sh("ip", "link", "show", BRIDGE, check=False).returncode != 0:
+        taken = routes_into_subnet()
+        if taken:  # e.g. a Docker network the engine gave 192.168.224.0/20: its containers would be cut off
+            sys.exit(f"the nodes' subnet {SUBNET}.0/24 overlaps a route of this machine: {'; '.join(taken)}; "
+                     "remove what owns it (`docker network ls`, `ip route`) or change SUBNET in this script")
         sh("ip", "link", "add", BRIDGE, "type", "bridge")
         sh("ip", "addr", "add", f"{MANAGER_ADDRESS}/24", "dev", BRIDGE)
         sh("ip", "link", "set", BRIDGE, "up")
@@ -155,7 +168,10 @@ def kill(n: int) -> None:
             pass
 
 
-def down() -> None:
+def down(keep_swarm: bool = False) -> None:
+    """Removes the nodes, then (unless keep_swarm) the swarm `up` made and the bridge. Leaving a swarm
+    takes name resolution from the engine's existing networks (Engine 20.10; docs/troubleshooting.md),
+    which keep_swarm puts off."""
     state = load_state()
     for n in state["nodes"]:
         node_docker(n, "swarm", "leave", "--force", check=False, timeout=30)
@@ -172,6 +188,10 @@ def down() -> None:
             node_id, _, host = line.partition(" ")
             if host.startswith("gymnode"):
                 sh("docker", "node", "rm", "--force", node_id, check=False)
+    state["nodes"] = []
+    if keep_swarm:
+        save_state(state)
+        return
     if state["swarm_initialised"]:
         sh("docker", "swarm", "leave", "--force", check=False)
     sh("iptables", "-D", "FORWARD", "-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT", check=False)
@@ -184,7 +204,8 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up").add_argument("--nodes", type=int, default=2)
     commands.add_parser("kill").add_argument("node", type=int)
-    commands.add_parser("down")
+    commands.add_parser("down").add_argument("--keep-swarm", action="store_true",
+                                             help="remove the nodes only; this engine stays the manager")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces, a bridge, further dockerd)")
@@ -193,7 +214,7 @@ def main() -> None:
     elif args.command == "kill":
         kill(args.node)
     else:
-        down()
+        down(args.keep_swarm)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -32,30 +32,27 @@ def _docker_compose_available() -> bool:
 
 # Under pytest-xdist (pyproject's addopts: four workers) the Docker tests run in three lanes, each a
 # worker running its modules whole, while the unit and protocol tests fill the fourth. A module
-# stays whole in its lane (its module fixtures: a stack, a registry). The lanes share one engine,
-# so the modules that change the engine itself (ENGINE_EXCLUSIVE: swarm mode, further engines in
-# network namespaces) run while no other Docker module does: a second lane's stack lost its
-# service names while the swarm-nodes test ran ("Name or service not known"). That is a
-# readers-writer lock on a file (EngineTurn), taken per module outside the test's timeout; and
-# since the other lanes could only wait meanwhile, an ENGINE_EXCLUSIVE module first waits for every
-# other lane to have run its last Docker module (LaneHolds), instead of stopping them mid-lane.
+# stays whole in its lane (its module fixtures: a stack, a registry). The lanes share one engine.
+# What must not happen while another lane's stack is up waits for the other lanes to have run their
+# last Docker module (`after_the_other_lanes`, run when the session ends, outside any test's
+# timeout): leaving a swarm takes name resolution from every network on the engine (a second lane's
+# stack answered "Name or service not known"; tests/e2e/conftest.py's swarm_manager).
 # LANES names the modules of the second and third lanes in the order they run; the first lane runs
-# every other Docker module in file order, ENGINE_EXCLUSIVE last. They are balanced by the seconds
-# each module took on an empty engine and with the images kept (2026-12-06, docs/development.md#tests):
-# the second lane holds the NeMo Gym-runtime modules whose first (test_judge_models, 369-531 s empty,
-# 77 s kept) builds the runtime image; the third starts with the local model (a prebuilt llama.cpp
-# wheel since 2026-12-06: no compile) and the SWE registry, and runs NeMo Gym-runtime modules after
-# them, when the image is built (a module that asks for an image being built waits for it:
-# gym-compose's build lock), then test_faults (98-168 / 222 s), which the first lane, the longest
-# with images kept, gave up.
+# every other Docker module in file order. They are balanced by the seconds each module took on an
+# empty engine and with the images kept (2026-12-06, docs/development.md#tests): the second lane
+# holds the NeMo Gym-runtime modules whose first (test_judge_models, 369-624 s empty, 77 s kept)
+# builds the runtime image, then the swarm modules, which mostly wait (on Swarm's scheduler and a
+# lost node's heartbeats); the third starts with the local model and the SWE registry (whose
+# first test builds swebench_mini's task images), and runs NeMo Gym-runtime modules after them,
+# when the image is built (a module that asks for an image being built waits for it: gym-compose's
+# build lock), then test_faults, which the first lane, the longest with images kept, gave up.
 LANES = {
     "docker-2": ("test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_runtime",
-                 "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers"),
+                 "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers", "test_swarm", "test_swarm_nodes"),
     "docker-3": ("test_local_model", "test_swe_registry", "test_swebench", "test_nemo_gym_compat",
                  "test_nemo_gym_sweep", "test_faults"),
 }
 FIRST_LANE = "docker-1"
-ENGINE_EXCLUSIVE = frozenset({"test_swarm", "test_swarm_nodes"})
 _LANE_OF = {module: lane for lane, modules in LANES.items() for module in modules}
 _PLACE_IN_LANE = {module: place for modules in LANES.values() for place, module in enumerate(modules)}
 
@@ -71,50 +68,26 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group(_LANE_OF.get(_module_name(item), FIRST_LANE)))
 
 
-class EngineTurn:
-    """A readers-writer lock between the pytest processes of one checkout: shared for a Docker
-    module, exclusive for an ENGINE_EXCLUSIVE one. A turnstile (taken first, held by a waiting
-    writer) keeps the other lanes from starting module after module while a writer waits."""
-
-    def __init__(self, folder: Path):
-        folder.mkdir(parents=True, exist_ok=True)
-        # open for the whole session: a lock is taken in one hook call and given back in another
-        self.turnstile = open(folder / "turnstile.lock", "w")
-        self.engine = open(folder / "engine.lock", "w")
-        self.held = False
-
-    def take(self, exclusive: bool) -> None:
-        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(self.engine, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
-        self.held = True
-
-    def give_back(self) -> None:
-        fcntl.flock(self.engine, fcntl.LOCK_UN)
-        self.held = False
-
-
 class LaneHolds:
     """Which lanes still have Docker modules to run: each lane's worker holds a shared lock on its
     lane's file from its first Docker module until its last one is done, or until its process ends
     (a run stopped by -x or a crash), so a wait for the other lanes never outlives them."""
 
     def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
-        self.last_module: dict[str, str] = {}  # lane -> its last non-exclusive Docker module to run
+        self.last_module: dict[str, str] = {}  # lane -> its last Docker module to run
         self.held: dict[str, Any] = {}  # lane -> its open lock file, while this process runs that lane
 
     def learn(self, items) -> None:
         for item in items:
-            module = _module_name(item)
-            if "docker" in item.keywords and module not in ENGINE_EXCLUSIVE:
+            if "docker" in item.keywords:
+                module = _module_name(item)
                 self.last_module[_lane_of(module)] = module
 
     def started(self, module: str) -> None:
         lane = _lane_of(module)
-        if module not in ENGINE_EXCLUSIVE and lane not in self.held:
+        if lane not in self.held and self.last_module.get(lane):
             self.held[lane] = open(self.folder / f"lane-{lane}.lock", "w")
             fcntl.flock(self.held[lane], fcntl.LOCK_SH)
 
@@ -123,10 +96,11 @@ class LaneHolds:
         if self.last_module.get(lane) == module and lane in self.held:
             self.held.pop(lane).close()  # closing gives the lock back
 
-    def wait_for_lanes_other_than(self, lane: str) -> None:
-        # a lane this process runs itself is behind it already (one process runs its items in order)
-        for other in sorted(set(self.last_module) - {lane} - set(self.held)):
-            with open(self.folder / f"lane-{other}.lock", "w") as lock:
+    def wait_for_the_other_lanes(self) -> None:
+        """Until every lane not running in this process has run its last Docker module; a lane that
+        has not started yet is not waited for (what it starts comes after the caller's action)."""
+        for lane in sorted(set(self.last_module) - set(self.held)):
+            with open(self.folder / f"lane-{lane}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # granted once no worker holds that lane
 
 
@@ -140,13 +114,17 @@ def _tests_folder(rootpath: Path) -> Path:
 
 
 @functools.cache
-def _engine_turn(rootpath: Path) -> EngineTurn:
-    return EngineTurn(_tests_folder(rootpath))
-
-
-@functools.cache
 def _lane_holds(rootpath: Path) -> LaneHolds:
     return LaneHolds(_tests_folder(rootpath))
+
+
+_AFTER_THE_OTHER_LANES: list[Callable[[], None]] = []
+
+
+def after_the_other_lanes(action: Callable[[], None]) -> None:
+    """Run `action` when this process's session ends, once every other lane has run its last Docker
+    module: for a clean-up that would break the stacks other lanes have up."""
+    _AFTER_THE_OTHER_LANES.append(action)
 
 
 def pytest_collection_finish(session):
@@ -156,29 +134,27 @@ def pytest_collection_finish(session):
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
-    """A Docker module's turn on the engine, from its first test's set-up to its last one's
-    teardown (its module fixtures included); outside pytest-timeout's clock, so a wait for the
-    other lane is no test's time."""
+    """A Docker module's lane is held from its first test's set-up to its last one's teardown."""
     docker = "docker" in item.keywords
-    turn = _engine_turn(item.config.rootpath) if docker else None
     lanes = _lane_holds(item.config.rootpath)
-    module = _module_name(item) if docker else ""
-    if turn and not turn.held:
-        lanes.started(module)
-        if module in ENGINE_EXCLUSIVE:
-            lanes.wait_for_lanes_other_than(_lane_of(module))
-        turn.take(exclusive=module in ENGINE_EXCLUSIVE)
+    if docker:
+        lanes.started(_module_name(item))
     yield
-    if turn and (nextitem is None or nextitem.fspath != item.fspath):
-        turn.give_back()
-        lanes.finished(module)
+    if docker and (nextitem is None or nextitem.fspath != item.fspath):
+        lanes.finished(_module_name(item))
 
 
-def _place_in_lane(item) -> tuple[bool, int]:
-    """Sort key: ENGINE_EXCLUSIVE modules last, a named lane in LANES order; stable, so file order
-    otherwise (xdist keeps this order within a lane)."""
-    module = _module_name(item)
-    return module in ENGINE_EXCLUSIVE, _PLACE_IN_LANE.get(module, 0)
+def pytest_sessionfinish(session):
+    if _AFTER_THE_OTHER_LANES:
+        _lane_holds(session.config.rootpath).wait_for_the_other_lanes()
+    while _AFTER_THE_OTHER_LANES:
+        _AFTER_THE_OTHER_LANES.pop(0)()
+
+
+def _place_in_lane(item) -> int:
+    """Sort key: a named lane in LANES order; stable, so file order otherwise (xdist keeps this
+    order within a lane)."""
+    return _PLACE_IN_LANE.get(_module_name(item), 0)
 
 
 def pytest_collection_modifyitems(config, items):

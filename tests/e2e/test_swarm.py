@@ -2,9 +2,9 @@
 
 One stack for the module: the example benchmark beside the stateful counter with two replicas,
 deployed through a real registry (Debian's docker-registry, the distribution registry, on
-loopback: `--registry` tags, pushes and deploys by digest). The engine is made a single-node swarm
-manager if it is not one yet (compose projects of other users keep working), and left again at
-the end only if this module made it one. The sandboxed stack runs without a registry.
+loopback: `--registry` tags, pushes and deploys by digest). The engine is a swarm manager for the
+session (tests/e2e/conftest.py: swarm_manager, left at the session's end if made there). The
+sandboxed stack runs without a registry.
 """
 
 from __future__ import annotations
@@ -43,22 +43,7 @@ def of_stack(kind: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def swarm_node():
-    """This engine as a single-node swarm manager, for the module (left only if made here)."""
-    state = docker("info", "--format", "{{.Swarm.LocalNodeState}}").stdout.strip()
-    initialised = state == "inactive"
-    if initialised:
-        init = docker("swarm", "init", "--advertise-addr", "127.0.0.1")
-        assert init.returncode == 0, init.stderr
-    try:
-        yield
-    finally:
-        if initialised:
-            docker("swarm", "leave", "--force")
-
-
-@pytest.fixture(scope="module")
-def swarm_stack(swarm_node, tmp_path_factory):
+def swarm_stack(swarm_manager, tmp_path_factory):
     cwd = tmp_path_factory.mktemp("swarm")
     registry = start_registry(cwd / "registry", REGISTRY)
     try:
@@ -149,7 +134,7 @@ def test_a_sandboxed_benchmark_collects_on_swarm_and_leaves_nothing(swarm_stack,
         assert docker("service", "ls", "-q", "--filter", f"label={label}={project}").stdout.split() == []
 
 
-def test_nothing_of_the_project_answers_a_sandbox_on_swarm(swarm_node, tmp_path):
+def test_nothing_of_the_project_answers_a_sandbox_on_swarm(swarm_manager, tmp_path):
     """tests/e2e/test_sandbox_reach.py's checks on overlay networks: the guard finds the overlay
     interface by its alias, and no server, broker or head answers a sandbox of any policy."""
     from tests.support.sandbox_reach import POLICIES, check_reach, start_stack
@@ -163,7 +148,7 @@ def test_nothing_of_the_project_answers_a_sandbox_on_swarm(swarm_node, tmp_path)
         gym_compose("down", "-p", project, cwd=tmp_path)
 
 
-def test_an_allow_listed_sandbox_reaches_its_hosts_alone_on_swarm(swarm_node, tmp_path):
+def test_an_allow_listed_sandbox_reaches_its_hosts_alone_on_swarm(swarm_manager, tmp_path):
     """tests/e2e/test_sandbox_egress_allow.py's checks on overlay networks: the proxy is a Swarm
     service on the internal sandbox overlay and the (attachable) egress overlay, where the test's
     own server stands under the allowed and refused names; a sandbox moved between egress phases

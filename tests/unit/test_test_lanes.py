@@ -1,7 +1,7 @@
 """The suite's lanes (tests/conftest.py): under pytest-xdist the Docker tests run in three lanes,
-each in one worker of its own and in its named order, and a module that changes the engine itself
-runs while no other Docker module does. Checked on a small suite of its own, because a pytest or
-pytest-xdist upgrade can silently drop the groups (pytest 9.2 did)."""
+each in one worker of its own and in its named order, and a clean-up that would break other lanes'
+stacks (leaving a swarm) waits for them to be done. Checked on a small suite of its own, because a
+pytest or pytest-xdist upgrade can silently drop the groups (pytest 9.2 did)."""
 
 import json
 import os
@@ -20,27 +20,6 @@ pytestmark = pytest.mark.docker
 @pytest.mark.parametrize("n", range(4))
 def test_one(n):
     pass
-'''
-# Each test of the two modules waits (3 s at most) for the other module to have started, then
-# records when it ran: two lanes with no engine lock always overlap; with it, they never do.
-MEETS = '''
-import json, os, time
-from pathlib import Path
-
-import pytest
-
-pytestmark = pytest.mark.docker
-HERE = Path(os.environ["LANES_RECORD"])
-
-def test_meet():
-    (HERE / "{name}.started").write_text("")
-    deadline = time.monotonic() + 3
-    while not (HERE / "{other}.started").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    began = time.monotonic()
-    time.sleep(0.3)
-    with open(HERE / "spans.jsonl", "a") as out:
-        out.write(json.dumps({{"module": "{name}", "began": began, "ended": time.monotonic()}}) + "\\n")
 '''
 REPORTED = re.compile(r"\[(gw\d+)\] (?:\[ *\d+%\] )?(?:PASSED|SKIPPED) (\S+?)::test_\w+(?:\[\d\])?@(\S+)")
 
@@ -69,8 +48,8 @@ def test_the_docker_tests_run_in_three_lanes_each_in_one_worker(tmp_path):
     for worker, module, lane in reported:
         workers.setdefault(lane, set()).add(worker)
         lanes.setdefault(lane, set()).add(module)
-    assert lanes == {"docker-1": {"test_stack.py", "test_swarm.py"},
-                     "docker-2": {"test_nemo_gym_runtime.py", "test_mcp.py"},
+    assert lanes == {"docker-1": {"test_stack.py"},
+                     "docker-2": {"test_nemo_gym_runtime.py", "test_mcp.py", "test_swarm.py"},
                      "docker-3": {"test_local_model.py"}}, lanes
     assert all(len(held) == 1 for held in workers.values()), workers
     assert len(set().union(*workers.values())) == 3, workers  # the three lanes run at once
@@ -88,11 +67,11 @@ def test_a_named_lane_runs_its_modules_in_its_own_order_not_file_order(tmp_path)
 
 
 def test_the_named_lanes_hold_existing_modules_once_and_the_nemo_gym_runtime_users_after_no_build():
-    from tests.conftest import ENGINE_EXCLUSIVE, LANES
+    from tests.conftest import LANES
 
     e2e = CONFTEST.parent / "e2e"
     named = [module for modules in LANES.values() for module in modules]
-    assert len(named) == len(set(named)) and not ENGINE_EXCLUSIVE & set(named)
+    assert len(named) == len(set(named))
     assert all((e2e / f"{module}.py").is_file() for module in named), named
     # The runtime image is built by the second lane's first module; a user of it anywhere else
     # would sit in the first lane at the start, waiting for that build.
@@ -101,23 +80,9 @@ def test_the_named_lanes_hold_existing_modules_once_and_the_nemo_gym_runtime_use
     assert users <= set(LANES["docker-2"]) | set(LANES["docker-3"][1:]), users - set(named)
 
 
-def test_the_modules_that_change_the_engine_are_run_last(tmp_path):
-    done = run_suite(tmp_path, {module: TESTS for module in ("test_a.py", "test_swarm.py", "test_z.py")})
-    order = [module for _worker, module, lane in REPORTED.findall(done.stdout) if lane == "docker-1"]
-    assert order[-4:] == ["test_swarm.py"] * 4 and len(order) == 12, done.stdout[-3000:]
-
-
-def test_a_module_that_changes_the_engine_runs_while_no_other_docker_module_does(tmp_path):
-    run_suite(tmp_path, {"test_swarm.py": MEETS.format(name="test_swarm", other="test_mcp"),
-                         "test_mcp.py": MEETS.format(name="test_mcp", other="test_swarm")})
-    spans = {span["module"]: span for span in map(json.loads, (tmp_path / "spans.jsonl").read_text().splitlines())}
-    swarm, other = spans["test_swarm"], spans["test_mcp"]
-    assert swarm["ended"] <= other["began"] or other["ended"] <= swarm["began"], spans
-
-
-# test_a (the first lane) ends, then its lane asks for test_swarm's exclusive turn while the second
-# lane is still in its first module (it waits for test_a's end, then lingers): the exclusive module
-# must not start until that lane has run its last module too, not stop it between its modules.
+# test_a (the first lane) registers a clean-up for after the other lanes and ends while the second
+# lane is still in its first module (it waits for test_a's end, then lingers): the clean-up must
+# wait until that lane has run its last module too, not just the module it was in.
 SPAN = '''
 import json, os, time
 from pathlib import Path
@@ -135,29 +100,53 @@ def test_span():
     time.sleep({linger})
     with open(HERE / "spans.jsonl", "a") as out:
         out.write(json.dumps({{"module": "{name}", "began": began, "ended": time.monotonic()}}) + "\\n")
-    if "{name}" == "test_a":
-        (HERE / "a.done").write_text("")
+'''
+CLEAN_UP = '''
+import json, os, time
+from pathlib import Path
+
+import pytest
+from conftest import after_the_other_lanes
+
+pytestmark = pytest.mark.docker
+HERE = Path(os.environ["LANES_RECORD"])
+
+def clean_up():
+    now = time.monotonic()
+    with open(HERE / "spans.jsonl", "a") as out:
+        out.write(json.dumps({"module": "clean-up", "began": now, "ended": now}) + "\\n")
+
+def test_a():
+    after_the_other_lanes(clean_up)
+    now = time.monotonic()
+    with open(HERE / "spans.jsonl", "a") as out:
+        out.write(json.dumps({"module": "test_a", "began": now, "ended": now}) + "\\n")
+    (HERE / "a.done").write_text("")
 '''
 
 
-def test_a_module_that_changes_the_engine_waits_for_the_other_lanes_to_finish_not_just_their_module(tmp_path):
+def spans_of(folder: Path) -> dict[str, dict]:
+    return {span["module"]: span for span in map(json.loads, (folder / "spans.jsonl").read_text().splitlines())}
+
+
+def test_a_clean_up_after_the_other_lanes_waits_for_their_last_module_not_just_their_current_one(tmp_path):
     from tests.conftest import LANES
 
     first, second = LANES["docker-2"][:2]
-    run_suite(tmp_path, {"test_a.py": SPAN.format(name="test_a", wait_for_a=False, linger=0),
+    run_suite(tmp_path, {"test_a.py": CLEAN_UP,
                          f"{first}.py": SPAN.format(name=first, wait_for_a=True, linger=1.0),
-                         f"{second}.py": SPAN.format(name=second, wait_for_a=False, linger=0),
-                         "test_swarm.py": SPAN.format(name="test_swarm", wait_for_a=False, linger=0)})
-    spans = {span["module"]: span for span in map(json.loads, (tmp_path / "spans.jsonl").read_text().splitlines())}
+                         f"{second}.py": SPAN.format(name=second, wait_for_a=False, linger=0.5)})
+    spans = spans_of(tmp_path)
     assert spans["test_a"]["ended"] <= spans[first]["ended"], spans  # the second lane was mid-module then
-    assert spans["test_swarm"]["began"] >= spans[second]["ended"], spans
+    assert spans["clean-up"]["began"] >= spans[second]["ended"], spans
 
 
 def test_a_lane_whose_modules_are_all_deselected_is_not_waited_for(tmp_path):
     from tests.conftest import LANES
 
     first = LANES["docker-2"][0]
-    done = run_suite(tmp_path, {"test_a.py": TESTS, f"{first}.py": TESTS, "test_swarm.py": TESTS},
-                     "-k", f"not {first}")  # run_suite's own timeout fails a swarm module that waits for it
+    done = run_suite(tmp_path, {"test_a.py": CLEAN_UP, f"{first}.py": TESTS, "test_z.py": TESTS},
+                     "-k", f"not {first}")  # run_suite's own timeout fails a clean-up that waits for it
     order = [module for _worker, module, lane in REPORTED.findall(done.stdout)]
-    assert sorted(set(order)) == ["test_a.py", "test_swarm.py"], done.stdout[-3000:]
+    assert sorted(set(order)) == ["test_a.py", "test_z.py"], done.stdout[-3000:]
+    assert "clean-up" in spans_of(tmp_path)
