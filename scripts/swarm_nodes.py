@@ -7,8 +7,8 @@
 
 Node N is a `dockerd` of its own (data root /var/lib/gymnodeN, exec root, pidfile and socket
 under /run/gymnodeN, cgroup parent gymnodeN, hostname gymnodeN) in its own network namespace
-`gymnodeN`, linked by a veth pair to a host bridge `gymsw0` (192.168.231.0/24; the host is .1,
-node N is .(N+1)). The host's engine is the manager and advertises 192.168.231.1. Node N's
+`gymnodeN`, linked by a veth pair to a host bridge `gymsw0` (198.18.231.0/24; the host is .1,
+node N is .(N+1)). The host's engine is the manager and advertises 198.18.231.1. Node N's
 engine answers on unix:///run/gymnodeN/docker.sock (`gym-compose up --node-engine` copies the
 images there). Root only.
 
@@ -30,7 +30,10 @@ import time
 from pathlib import Path
 
 BRIDGE = "gymsw0"
-SUBNET = "192.168.231"
+# In 198.18.0.0/15 (RFC 2544, set aside for network tests), outside the engine's default pools for its own
+# networks (172.17-31.0.0/16, 192.168.0.0/16 in /20s; overlays 10.0.0.0/8): 192.168.231.0/24 collided
+# with a 192.168.224.0/20 network the engine gave a compose project while the nodes were up.
+SUBNET = "198.18.231"
 MANAGER_ADDRESS = f"{SUBNET}.1"
 STATE = Path("/run/gymnodes.json")  # what `up` made, so that `down` removes exactly that
 NODE_CONFIG = {"storage-driver": "fuse-overlayfs", "mtu": 1400, "log-driver": "json-file",
@@ -81,7 +84,7 @@ def routes_into_subnet() -> list[str]:
 def make_bridge() -> None:
     if sh("ip", "link", "show", BRIDGE, check=False).returncode != 0:
         taken = routes_into_subnet()
-        if taken:  # e.g. a Docker network the engine gave 192.168.224.0/20: its containers would be cut off
+        if taken:  # its containers would be cut off from this host
             sys.exit(f"the nodes' subnet {SUBNET}.0/24 overlaps a route of this machine: {'; '.join(taken)}; "
                      "remove what owns it (`docker network ls`, `ip route`) or change SUBNET in this script")
         sh("ip", "link", "add", BRIDGE, "type", "bridge")

@@ -13,7 +13,7 @@ from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import REPO, remove_project
 
 SWARM_NODES = [sys.executable, str(REPO / "scripts/swarm_nodes.py")]
-NODES_MANAGER_ADDRESS = "192.168.231.1"  # scripts/swarm_nodes.py's MANAGER_ADDRESS
+NODES_MANAGER_ADDRESS = "198.18.231.1"  # scripts/swarm_nodes.py's MANAGER_ADDRESS
 
 
 @pytest.fixture
