@@ -80,9 +80,10 @@ def test_the_named_lanes_hold_existing_modules_once_and_the_nemo_gym_runtime_use
     assert users <= set(LANES["docker-2"]) | set(LANES["docker-3"][1:]), users - set(named)
 
 
-# test_a (the first lane) registers a clean-up for after the other lanes and ends while the second
-# lane is still in its first module (it waits for test_a's end, then lingers): the clean-up must
-# wait until that lane has run its last module too, not just the module it was in.
+# test_a (the first lane) waits for the second lane to have started, registers a clean-up for after
+# the other lanes and ends while that lane is still in its first module (it waits for test_a's end,
+# then lingers): the clean-up must wait until the lane has run its last module too, not just the
+# module it was in. (A lane that has not started yet is not waited for: what it starts comes after.)
 SPAN = '''
 import json, os, time
 from pathlib import Path
@@ -94,6 +95,7 @@ HERE = Path(os.environ["LANES_RECORD"])
 
 def test_span():
     began = time.monotonic()
+    (HERE / "{name}.started").write_text("")
     deadline = began + 10
     while {wait_for_a} and not (HERE / "a.done").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -114,13 +116,16 @@ HERE = Path(os.environ["LANES_RECORD"])
 def clean_up():
     now = time.monotonic()
     with open(HERE / "spans.jsonl", "a") as out:
-        out.write(json.dumps({"module": "clean-up", "began": now, "ended": now}) + "\\n")
+        out.write(json.dumps({{"module": "clean-up", "began": now, "ended": now}}) + "\\n")
 
 def test_a():
+    deadline = time.monotonic() + 10
+    while {wait} and not (HERE / "{first}.started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     after_the_other_lanes(clean_up)
     now = time.monotonic()
     with open(HERE / "spans.jsonl", "a") as out:
-        out.write(json.dumps({"module": "test_a", "began": now, "ended": now}) + "\\n")
+        out.write(json.dumps({{"module": "test_a", "began": now, "ended": now}}) + "\\n")
     (HERE / "a.done").write_text("")
 '''
 
@@ -133,7 +138,7 @@ def test_a_clean_up_after_the_other_lanes_waits_for_their_last_module_not_just_t
     from tests.conftest import LANES
 
     first, second = LANES["docker-2"][:2]
-    run_suite(tmp_path, {"test_a.py": CLEAN_UP,
+    run_suite(tmp_path, {"test_a.py": CLEAN_UP.format(first=first, wait=True),
                          f"{first}.py": SPAN.format(name=first, wait_for_a=True, linger=1.0),
                          f"{second}.py": SPAN.format(name=second, wait_for_a=False, linger=0.5)})
     spans = spans_of(tmp_path)
@@ -145,8 +150,8 @@ def test_a_lane_whose_modules_are_all_deselected_is_not_waited_for(tmp_path):
     from tests.conftest import LANES
 
     first = LANES["docker-2"][0]
-    done = run_suite(tmp_path, {"test_a.py": CLEAN_UP, f"{first}.py": TESTS, "test_z.py": TESTS},
-                     "-k", f"not {first}")  # run_suite's own timeout fails a clean-up that waits for it
+    done = run_suite(tmp_path, {"test_a.py": CLEAN_UP.format(first=first, wait=False), f"{first}.py": TESTS,
+                              "test_z.py": TESTS}, "-k", f"not {first}")  # run_suite's own timeout fails a clean-up that waits for it
     order = [module for _worker, module, lane in REPORTED.findall(done.stdout)]
     assert sorted(set(order)) == ["test_a.py", "test_z.py"], done.stdout[-3000:]
     assert "clean-up" in spans_of(tmp_path)
