@@ -44,8 +44,9 @@ def _docker_compose_available() -> bool:
 # builds the runtime image, then the swarm modules, which mostly wait (on Swarm's scheduler and a
 # lost node's heartbeats: until 2026-12-06 they ran alone at the end, the machine nearly idle); the
 # third starts with the local model and the SWE registry (whose first test builds swebench_mini's
-# task images), and runs NeMo Gym-runtime modules after them, when the image is built (a module that asks for an image being built waits for it: gym-compose's
-# build lock), then test_faults, which the first lane, the longest with images kept, gave up.
+# task images), and runs NeMo Gym-runtime modules after them, when the image is built (a module
+# that asks for an image being built waits for it: gym-compose's build lock), then test_faults,
+# which the first lane, the longest with images kept, gave up.
 LANES = {
     "docker-2": ("test_judge_models", "test_mcp", "test_nemo_gym_agents", "test_nemo_gym_runtime",
                  "test_nemo_gym_sandboxes", "test_nemo_gym_swe_servers", "test_swarm", "test_swarm_nodes"),
