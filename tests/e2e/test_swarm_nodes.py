@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.e2e.conftest import NODES_MANAGER_ADDRESS, swarm_state
+from tests.e2e.conftest import NODES_MANAGER_ADDRESS, SWARM_NODES, swarm_state
 from tests.support.e2e import REPO
 
 pytestmark = [pytest.mark.docker,
@@ -45,8 +45,7 @@ def test_a_lost_worker_is_rescheduled_and_resume_completes_each_rollout_once(swa
         finally:  # a killed scenario had no clean-up of its own: leave no node or namespace behind
             if not out.exists():
                 subprocess.run(["docker", "stack", "rm", "gcnodes"], capture_output=True, timeout=120)
-                subprocess.run([sys.executable, str(REPO / "scripts/swarm_nodes.py"), "down", "--keep-swarm"],
-                               capture_output=True, timeout=300)
+                subprocess.run([*SWARM_NODES, "down", "--keep-swarm"], capture_output=True, timeout=300)
     said = log.read_text()[-5000:]
     assert returncode is not None, f"the scenario did not end within {SCENARIO_TIMEOUT_S} s; it said:\n{said}"
     assert returncode == 0, said
