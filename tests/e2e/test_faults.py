@@ -20,6 +20,7 @@ import pytest
 
 from gym_compose.plan.planner import service_name
 from tests.e2e import PROJECT_PREFIX
+from tests.support import waiting
 from tests.support.e2e import CLI, free_port, gym_compose, labelled, remove_project
 from tests.support.model_gate import calls_held, gated, open_gate
 
@@ -72,12 +73,7 @@ def complete_lines(path: Path) -> int:
 
 
 def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    waiting.wait_for(predicate, what, timeout)
 
 
 def flowing_then_held(project: str, folder: Path, before: int):

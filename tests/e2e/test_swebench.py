@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.e2e import labelled as networks_left
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -217,8 +218,10 @@ def test_after_a_crash_resume_goes_on_from_the_rollouts_last_checkpoint(stack):
                          "cat /var/tmp/checkpointed"], calls
     assert calls.count("sleep 15") == 1 and calls[-1] is None, calls  # ... and the mock's submit
     assert outputs[2] == "exit code 0\nwritten-before-the-crash", outputs
-    # the episode forgot its checkpoint: no snapshot of the project is left
-    assert labelled(stack.project, "images", "-q", "--filter", "label=io.gym-compose.snapshot") == []
+    # the episode forgot its checkpoint: no snapshot of the project is left once the verifier has
+    # given back the sandbox restored from it (in the background, after the row is written)
+    wait_for(lambda: labelled(stack.project, "images", "-q", "--filter", "label=io.gym-compose.snapshot") == [],
+             "the checkpoint's snapshot image to be removed", timeout=120, interval=1)
 
 
 def test_swebench_pro_without_a_registry_says_what_is_missing_and_starts_nothing(tmp_path):

@@ -10,13 +10,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from gym_compose.collect import CollectOptions, collect
-from tests.support import REPO
+from tests.support import REPO, waiting
 from tests.support.collector import collector_cmd, config_yaml, keys, read_jsonl, write_rows
 from tests.support.stacks import seed_verify_stack
 
@@ -32,12 +31,7 @@ def start_collector(port: int, rows: Path, out: Path, *extra: str) -> subprocess
 
 
 def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    waiting.wait_for(predicate, what, timeout, interval=0.05)
 
 
 def started(out: Path) -> bool:
