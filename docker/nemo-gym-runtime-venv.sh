@@ -11,8 +11,12 @@ build=/tmp/gym-compose-build
 pip_options=${1:-}
 python3 -m venv /opt/venv
 # shellcheck disable=SC2086  # pip_options is a list of options
-/opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --quiet --ignore-requires-python \
+/opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --quiet --ignore-requires-python --no-compile \
     $pip_options --find-links "$build/wheels" -r "$build/requirements.txt"
+# The servers run as a user who cannot write here, so the bytecode is made now: on every core at once
+# (pip compiles one file at a time: 135 of its 170 s here). As with pip, a file that does not compile
+# (a template, a Python 2 example) is left as it is.
+/opt/venv/bin/python -W ignore -m compileall -q -j 0 /opt/venv/lib >/dev/null || true
 # the gym_compose container modules go to /opt/gym-compose in the second half (nemo-gym-runtime.changes)
 mkdir -p /opt/gym-compose
 echo /opt/gym-compose > "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gym_compose.pth"
