@@ -31,11 +31,16 @@ sys.stdout.writelines(line for line in sys.stdin if name(line) not in shadowed)'
     # installed and leaves the runtime's own copies alone
     # shellcheck disable=SC2086
     PYTHONPATH=/opt/server-packages /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --quiet \
-        --ignore-requires-python $pip_options --find-links "$build/wheels" --prefix "$build/staging" \
+        --ignore-requires-python --no-compile $pip_options --find-links "$build/wheels" --prefix "$build/staging" \
         -c "$build/runtime-constraints.txt" -r "$build/requirements.txt"
     mkdir -p "$build/staging/share/gym-compose"
     cp "$build/requirements.txt" "$build/staging/share/gym-compose/server-requirements.txt"
     cp -R "$build/staging/." /opt/venv/
+    # bytecode for what was added, made where it stays (made in the staging prefix, it would name that
+    # prefix and, the copy having new times, be stale: recompiled in memory at every start, the server's
+    # user cannot write it). As pip does, a file that does not compile is left as it is.
+    (cd "$build/staging" && find . -name '*.py') | sed 's|^\.|/opt/venv|' > "$build/added.txt"
+    /opt/venv/bin/python -W ignore -m compileall -q -j 0 -i "$build/added.txt" /opt/server-packages >/dev/null || true
 fi
 # the server's user owns its code: NeMo Gym servers write into their own folder (swebench_pro's logs/)
 chown -R 10001:10001 /srv/gym

@@ -30,11 +30,12 @@ pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
 SAMPLE = [
     # server, runtime, mean reward of the mock model's answers on data/example.jsonl (5 rows each),
-    # packages the server image holds at its own version, ahead of the runtime's (the shadow layer)
-    ("citation_if", "lean", 0.2, {}),
-    ("bunsenbench_chemistry_mcq", "nemo_gym", 1.0, {}),
-    ("asr_with_pc", "nemo_gym", 1.0, {}),
-    ("equivalence_llm_judge", "nemo_gym", 0.0, {"datasets": "4.0.0"}),
+    # packages the server image holds at its own version, ahead of the runtime's (the shadow layer),
+    # modules its server imports, from the runtime and from its own requirements
+    ("citation_if", "lean", 0.2, {}, ()),
+    ("bunsenbench_chemistry_mcq", "nemo_gym", 1.0, {}, ("nemo_gym",)),
+    ("asr_with_pc", "nemo_gym", 1.0, {}, ("nemo_gym", "jiwer", "whisper_normalizer")),
+    ("equivalence_llm_judge", "nemo_gym", 0.0, {"datasets": "4.0.0"}, ("nemo_gym", "datasets")),
 ]
 
 
@@ -47,17 +48,33 @@ def project(server):
     remove_project(name)
 
 
-@pytest.mark.parametrize(("server", "runtime", "mean_reward", "shadowed"), SAMPLE, ids=[s[0] for s in SAMPLE])
+@pytest.mark.parametrize(("server", "runtime", "mean_reward", "shadowed", "imports"), SAMPLE,
+                         ids=[s[0] for s in SAMPLE])
 def test_sampled_nemo_gym_server_completes_its_example_rows(nemo_gym_checkout, project, tmp_path,  # noqa: F811
-                                                            server, runtime, mean_reward, shadowed):
+                                                            server, runtime, mean_reward, shadowed, imports):
     rollouts, output = run_rows(nemo_gym_checkout, project, tmp_path, server)
     assert ("(NeMo Gym runtime)" in output) == (runtime == "nemo_gym"), output[-3000:]
     rewards = [float(r["reward"]) for r in rollouts]
     assert sum(rewards) / len(rewards) == pytest.approx(mean_reward)
+    images = set(re.findall(r"server image (\S+-nemo-gym:[0-9a-f]+)", output))
     if shadowed:
-        (image,) = set(re.findall(r"server image (\S+-nemo-gym:[0-9a-f]+)", output))
+        (image,) = images
         assert _versions_in(image, shadowed) == {name: (version, "/opt/server-packages")
                                                  for name, version in shadowed.items()}
+    if imports:
+        (image,) = images
+        assert _imported_without_bytecode(image, imports) == []
+
+
+def _imported_without_bytecode(image: str, modules: tuple[str, ...]) -> list[str]:
+    """The modules that, imported as the server's user, are compiled again because the image's
+    bytecode is missing or stale (the user cannot write it: every start of the server pays it)."""
+    done = subprocess.run(["docker", "run", "--rm", "--entrypoint", "python", image, "-v", "-c",
+                           "; ".join(f"import {module}" for module in modules)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # python -v: "# code object from <file>.py" for a module compiled from source ('<file>.pyc', quoted, when read)
+    return [line for line in done.stderr.splitlines() if line.startswith("# code object from ") and line.endswith(".py")]
 
 
 def test_sampled_sandboxed_nemo_gym_server_verifies_task_images_built_here(nemo_gym_checkout, tmp_path):  # noqa: F811
