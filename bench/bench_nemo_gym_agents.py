@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from bench._support.nemo_gym_sweep import exclusion, fetched_elsewhere, run_bounded
+from bench._support.nemo_gym_sweep import exclusion, fetched_elsewhere, run_bounded, sweep_project
 from bench._support.sweep_report import latest_results, print_columns, print_listed
 from bench.bench_nemo_gym_servers import CLI, last_line, nemo_gym_tree, read_outcome
 from gym_compose.plan.requirements import server_requirements
@@ -195,8 +195,7 @@ def run_agent(tree: Path, agent_dir: Path, index: int, timeout: float, limit: in
         cwd = Path(scratch)
         _, runtime, _ = resolve(tree, pairing, cwd)
         result["runtime"] = runtime.split(" ")[0] if runtime else "-"
-        prefix = os.environ.get("GYM_COMPOSE_SWEEP_PREFIX", "ngagents")
-        project = f"{prefix}-{index}-{re.sub('[^a-z0-9]+', '-', agent_dir.name.lower())}"[:60].strip("-")
+        project = sweep_project("ngagents", index, agent_dir.name)
         started = time.monotonic()
         returncode, output = None, ""
         try:

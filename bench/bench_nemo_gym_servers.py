@@ -34,7 +34,14 @@ from typing import Any
 
 import yaml
 
-from bench._support.nemo_gym_sweep import agent_override, exclusion, read_jsonl, run_bounded, selector
+from bench._support.nemo_gym_sweep import (
+    agent_override,
+    exclusion,
+    read_jsonl,
+    run_bounded,
+    selector,
+    sweep_project,
+)
 from bench._support.sweep_report import latest_results, print_columns, print_listed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,8 +113,7 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
             return result
         extra = agent_override(config, rows)
         result["note"] = f"rows re-routed with {extra[0]}" if extra else None
-        prefix = os.environ.get("GYM_COMPOSE_SWEEP_PREFIX", "ngsweep")  # beside another sweep on the same engine
-        project = f"{prefix}-{index}-{re.sub('[^a-z0-9]+', '-', name.lower())}"[:60].strip("-")
+        project = sweep_project("ngsweep", index, name)
         started = time.monotonic()
         returncode = None
         try:

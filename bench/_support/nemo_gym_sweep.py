@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
-from gym_compose.contract import image_registry
+from gym_compose.contract import MAX_PROJECT, image_registry
 from gym_compose.engine.images.wheelhouse import direct_references
 from gym_compose.plan.planner import service_name
 from gym_compose.plan.requirements import canonical_name, server_requirements
@@ -187,6 +187,19 @@ def walk(node: Any, path: str = ""):
         yield path, node
 
 
+def rows_without_an_agent(server_dir: Path, config: dict[str, Any]) -> str | None:
+    """Why the example rows cannot be routed: they name no agent and the server's configs define none
+    (NeMo Gym pairs such a server with an agent in a benchmark config: gdpval with stirrup_agent)."""
+    rows = server_dir / "data" / "example.jsonl"
+    if any(isinstance(value, dict) and "responses_api_agents" in value for value in config.values()) \
+            or not rows.is_file() or row_agents(rows) or not read_jsonl(rows):
+        return None
+    allowed = sorted({str(agent) for path, agent in walk(config) if re.search(r"\.allowed_agents\[\d+\]$", path)})
+    pairing = f" (its allowed_agents: {', '.join(allowed)}; see the agent sweep)" if allowed else ""
+    return (f"needs an agent: its rows name none (no agent_ref) and no config of the server defines one{pairing}; "
+            "NeMo Gym pairs it with one in a benchmark config")
+
+
 def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: str = "") -> str | None:
     """Why this server cannot run here (no external service reachable, no GPU), or None."""
     if server_dir.name in NEEDS_A_GPU:  # before a resolve error: genrm_compare's names its checkpoint
@@ -242,7 +255,7 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
         return cause
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages)"
-    return fetched_elsewhere(requirements)
+    return fetched_elsewhere(requirements) or rows_without_an_agent(server_dir, config)
 
 
 def unresolved(resolve_error: str) -> str | None:
@@ -396,6 +409,13 @@ def agent_override(config: dict[str, Any], rows: Path) -> list[str]:
     if len(agents) == 1 and row_agents(rows) - set(agents):
         return [f"++agent_name={agents[0]}"]
     return []
+
+
+def sweep_project(default_prefix: str, index: int, name: str) -> str:
+    """A compose project name for one sweep run: GYM_COMPOSE_SWEEP_PREFIX (another sweep on the same
+    engine picks its own), the run's index and the folder's name, cut to the length gym-compose allows."""
+    prefix = os.environ.get("GYM_COMPOSE_SWEEP_PREFIX", default_prefix)
+    return f"{prefix}-{index}-{re.sub('[^a-z0-9]+', '-', name.lower())}"[:MAX_PROJECT].strip("-")
 
 
 def run_bounded(command: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:

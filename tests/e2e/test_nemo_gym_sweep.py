@@ -22,6 +22,7 @@ import subprocess
 
 import pytest
 
+from gym_compose.contract import MAX_PROJECT
 from tests.e2e import PROJECT_PREFIX
 from tests.support.e2e import BUILDS_NEMO_GYM_RUNTIME, remove_project, run_rows
 from tests.support.nemo_gym_swe import KEY, nemo_gym_row, run_swebench_pro, with_mock_mode
@@ -43,7 +44,7 @@ SAMPLE = [
 def project(server):
     # one project per sampled server: the shared fixture's name (the test name cut to 30 characters)
     # would be the same for every parameter
-    name = f"{PROJECT_PREFIX}-sweep-{server.replace('_', '-')}"[:60]
+    name = f"{PROJECT_PREFIX}-sweep-{server.replace('_', '-')}"[:MAX_PROJECT]
     yield name
     remove_project(name)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench._support import nemo_gym_sweep as sweep
+from gym_compose.contract import MAX_PROJECT, project_too_long
 
 
 def agent_block(name: str, resources_server: str) -> str:
@@ -131,14 +132,14 @@ def test_a_sandboxed_server_is_excluded_naming_the_task_images_it_needs_and_thei
     config = {"swe_thing": {"resources_servers": {"swe_thing": {"sandbox_provider": "sandbox"}}}}
     assert sweep.exclusion(folder, config) == ("needs 2 task images from docker.io, which this offline machine cannot "
                                                "reach (rows' image_ref: team/task:one, ...)")
-    (folder / "data" / "example.jsonl").write_text('{"q": 1}\n')
+    (folder / "data" / "example.jsonl").write_text('{"q": 1, "agent_ref": {"name": "swe_agent"}}\n')
     assert sweep.exclusion(folder, config) is None  # no image named anywhere: gym-compose's sandboxes serve it
 
 
 def test_an_inline_providers_own_credentials_are_no_reason(tmp_path):
     folder = tmp_path / "litmus"
     (folder / "data").mkdir(parents=True)
-    (folder / "data" / "example.jsonl").write_text('{"q": 1}\n')
+    (folder / "data" / "example.jsonl").write_text('{"q": 1, "agent_ref": {"name": "litmus_agent"}}\n')
     config = {"litmus": {"resources_servers": {"litmus": {
         "sandbox_provider": {"opensandbox": {"connection": {"api_key": "k", "domain": "x"}}}}}}}
     assert sweep.exclusion(folder, config) is None
@@ -223,3 +224,25 @@ def test_a_config_that_does_not_resolve_names_its_fetched_requirements_too(tmp_p
     (tmp_path / "requirements.txt").write_text("numpy\n")
     assert sweep.exclusion(tmp_path, None, error).startswith("needs a real model endpoint")
     assert sweep.exclusion(tmp_path, None, "some other error") is None
+
+
+def test_rows_that_name_no_agent_of_a_server_whose_configs_define_none_are_excluded_naming_its_agents(tmp_path):
+    server = tmp_path / "resources_servers" / "graded"
+    (server / "data").mkdir(parents=True)
+    (server / "data" / "example.jsonl").write_text(json.dumps({"responses_create_params": {"input": []}}) + "\n")
+    config = {"graded_resources_server": {"resources_servers": {"graded": {"allowed_agents": ["stirrup_agent"]}}}}
+    why = sweep.exclusion(server, config)
+    assert why is not None and why.startswith("needs an agent: its rows name none")
+    assert "allowed_agents: stirrup_agent" in why
+    # the same rows with an agent of the config's own to go to: they run
+    with_agent = {**config, "graded_agent": {"responses_api_agents": {"simple_agent": {}}}}
+    assert sweep.exclusion(server, with_agent) is None
+
+
+def test_a_sweep_project_fits_the_length_gym_compose_allows(monkeypatch):
+    monkeypatch.delenv("GYM_COMPOSE_SWEEP_PREFIX", raising=False)
+    name = sweep.sweep_project("ngsweep", 107, "single_step_tool_use_with_argument_comparison")
+    assert name.startswith("ngsweep-107-single-step-tool-use") and len(name) <= MAX_PROJECT
+    assert project_too_long(name) is None and not name.endswith("-")
+    monkeypatch.setenv("GYM_COMPOSE_SWEEP_PREFIX", "other")
+    assert sweep.sweep_project("ngsweep", 3, "mcqa") == "other-3-mcqa"
