@@ -10,7 +10,8 @@ rows it is meant for: the first resources-server config of the wheel that instan
 wordle.yaml's gymnasium agent with wordle's example rows), else its own config with
 example_single_tool_call's rows and resources server (and the wheel's config of a model instance
 its config names without defining it). Every row is routed to the agent
-(`++agent_name`, NeMo Gym's way). The merged config (`gym-compose resolve`) decides whether the
+(`++agent_name`, NeMo Gym's way); an agent that a server's config runs is not tried on other rows
+when every such server is excluded (the server's reason stands). The merged config (`gym-compose resolve`) decides whether the
 pair can run here at all, as the server sweep does (bench/_support/nemo_gym_sweep.py: a key left
 `???`, an API key, a second model with its own engine, a GPU stack, the internet at build time),
 plus the agent's own requirements; a pairing that is excluded gives way to the next one. Every
@@ -64,6 +65,11 @@ class Pairing:
     @property
     def server(self) -> str:
         return self.arguments[self.arguments.index("--resources-server") + 1]
+
+    @property
+    def from_a_server_config(self) -> bool:
+        """A resources server's config runs the agent: the rows are the ones it is made for."""
+        return self.source.startswith("resources_servers/")
 
 
 def agent_instances(config_file: Path, agent: str) -> list[str]:
@@ -167,14 +173,20 @@ def plan(tree: Path, agent_dir: Path) -> tuple[Pairing | None, str | None, list[
     if own:
         return None, own, []
     skipped: list[str] = []
+    made_for_it_excluded = False
     with tempfile.TemporaryDirectory() as scratch:
         for pairing in pairings(tree, agent_dir.name):
+            if made_for_it_excluded and not pairing.from_a_server_config:
+                # every server whose config runs this agent is excluded: another server's rows, in a
+                # shape the agent does not take, would prove nothing (aviary_agent's 422s)
+                break
             server_dir = tree / "resources_servers" / pairing.server.split("/")[0]
             config, _, error = resolve(tree, pairing, Path(scratch))
             why = exclusion(server_dir, config, error) or (f"does not resolve: {error}" if config is None else None)
             if why is None:
                 return pairing, None, skipped
             skipped.append(f"{pairing.source}: {why}")
+            made_for_it_excluded = pairing.from_a_server_config
     if not skipped:
         return None, "no config of the wheel instantiates it (no pairing with rows)", []
     return None, "; ".join(skipped), skipped

@@ -124,3 +124,25 @@ def test_a_server_that_stopped_during_start_up_is_reported_by_the_exception_its_
     assert agents.start_up_cause(output) == ("error: critpt-agent stopped during start-up: FileNotFoundError: "
                                              "[Errno 2] No such file or directory: 'turn2.yaml'")
     assert agents.start_up_cause("all 6 services healthy\n") is None
+
+
+def test_an_agent_whose_servers_are_all_excluded_is_not_tried_on_other_rows(tmp_path, monkeypatch):
+    resources_server(tmp_path, "aviary", {"aviary": "aviary_agent"})
+    resources_server(tmp_path, agents.GENERIC_SERVER, {agents.GENERIC_SERVER: "simple_agent"})
+    folder = agent(tmp_path, "aviary_agent", configs={"aviary_agent": "aviary_agent"})
+    tried: list[str] = []
+
+    def resolve(tree, pairing, cwd):
+        tried.append(pairing.source)
+        return {"resolved": pairing.server}, "nemo_gym", ""
+
+    monkeypatch.setattr(agents, "resolve", resolve)
+    monkeypatch.setattr(agents, "exclusion", lambda server_dir, config, error: (
+        "needs the internet at build time" if server_dir.name == "aviary" else None))
+    pairing, why, skipped = agents.plan(tmp_path, folder)
+    assert pairing is None and tried == ["resources_servers/aviary/configs/aviary.yaml"]
+    assert why == "resources_servers/aviary/configs/aviary.yaml: needs the internet at build time"
+    # an agent no server's config runs is still tried on the generic server's rows
+    other = agent(tmp_path, "lone_agent", configs={"lone_agent": "lone_agent"})
+    pairing, why, _ = agents.plan(tmp_path, other)
+    assert why is None and pairing is not None and pairing.server == agents.GENERIC_SERVER
