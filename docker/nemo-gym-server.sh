@@ -15,7 +15,7 @@ if [ -f "$build/requirements.txt" ]; then
     pip_options=${1:-}
     if grep -q '[^[:space:]]' "$build/shadow.txt"; then
         # shellcheck disable=SC2086  # pip_options is a list of options
-        /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --quiet --ignore-requires-python \
+        /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --quiet --ignore-requires-python --no-compile \
             $pip_options --find-links "$build/wheels" --no-deps --target /opt/server-packages -r "$build/shadow.txt"
     fi
     cp "$build/shadow.txt" /opt/server-packages/gym-compose-shadow.txt
@@ -36,9 +36,10 @@ sys.stdout.writelines(line for line in sys.stdin if name(line) not in shadowed)'
     mkdir -p "$build/staging/share/gym-compose"
     cp "$build/requirements.txt" "$build/staging/share/gym-compose/server-requirements.txt"
     cp -R "$build/staging/." /opt/venv/
-    # bytecode for what was added, made where it stays (made in the staging prefix, it would name that
-    # prefix and, the copy having new times, be stale: recompiled in memory at every start, the server's
-    # user cannot write it). As pip does, a file that does not compile is left as it is.
+    # bytecode for what was added (the staged packages, the shadow layer), made where it stays: made in
+    # the staging prefix it would name that prefix and, the copy having new times, be stale, compiled
+    # again in memory at every start (the server's user cannot write it). As pip does, a file that
+    # does not compile is left as it is.
     (cd "$build/staging" && find . -name '*.py') | sed 's|^\.|/opt/venv|' > "$build/added.txt"
     /opt/venv/bin/python -W ignore -m compileall -q -j 0 -i "$build/added.txt" /opt/server-packages >/dev/null || true
 fi
