@@ -46,6 +46,12 @@ from gym_compose.plan.requirements import server_requirements
 GENERIC_SERVER = "example_single_tool_call"
 GPU_REQUIREMENT = re.compile(r"^\s*(torch|vllm|flash[-_]attn|nvidia-|cupy|tensorrt|jax\[cuda)",
                              re.IGNORECASE | re.MULTILINE)
+NODE_DOWNLOAD = "https://nodejs.org/dist/"
+INSTALL_SCRIPT = re.compile(r"https://\S+/install\.sh")
+RUNS_ANOTHER_AGENTS_SET_UP = {  # read from its app.py (`scripts/{agent_key}_deps.sh` of the harness it wraps)
+    "anyterminal_agent": "it runs the wrapped harness's deps script at start-up (claude_code_agent's "
+                         "scripts/claude_code_agent_deps.sh: Node.js from nodejs.org, the CLI from npm)",
+}
 # Settings an agent's own config leaves `???` that have one sensible value for a sweep (the value
 # NeMo Gym's docs use), so the agent is tried instead of excluded for them.
 KNOWN_SETTINGS = {
@@ -141,11 +147,26 @@ def pairings(tree: Path, agent: str) -> list[Pairing]:
 
 
 def agent_exclusion(agent_dir: Path) -> str | None:
-    """What the agent's own requirements need that this machine lacks (the pairing's config is checked apart)."""
+    """What the agent's own requirements or start-up need that this machine lacks (the pairing's
+    config is checked apart)."""
     requirements = server_requirements(agent_dir)
     if GPU_REQUIREMENT.search(requirements):
         return "needs a GPU stack (torch/vllm/CUDA packages in its requirements)"
-    return fetched_elsewhere(requirements)
+    return fetched_elsewhere(requirements) or downloads_at_start_up(agent_dir)
+
+
+def downloads_at_start_up(agent_dir: Path) -> str | None:
+    """The harness agents install Node.js and their CLI when they start (setup_<cli>.py), which an
+    offline machine cannot: their servers stop during start-up with URLError."""
+    if agent_dir.name in RUNS_ANOTHER_AGENTS_SET_UP:
+        return f"needs the internet at run time: {RUNS_ANOTHER_AGENTS_SET_UP[agent_dir.name]}"
+    for script in sorted(agent_dir.glob("*.py")):
+        text = script.read_text(errors="replace")
+        if NODE_DOWNLOAD in text:
+            extra = f", and runs {INSTALL_SCRIPT.search(text).group(0)}" if INSTALL_SCRIPT.search(text) else ""
+            return (f"needs the internet at run time: it downloads Node.js from nodejs.org and installs its CLI "
+                    f"with npm when it starts ({script.name}{extra})")
+    return None
 
 
 def resolve(tree: Path, pairing: Pairing, cwd: Path) -> tuple[dict[str, Any] | None, str, str]:

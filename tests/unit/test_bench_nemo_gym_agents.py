@@ -146,3 +146,13 @@ def test_an_agent_whose_servers_are_all_excluded_is_not_tried_on_other_rows(tmp_
     other = agent(tmp_path, "lone_agent", configs={"lone_agent": "lone_agent"})
     pairing, why, _ = agents.plan(tmp_path, other)
     assert why is None and pairing is not None and pairing.server == agents.GENERIC_SERVER
+
+
+def test_a_harness_agent_that_downloads_node_when_it_starts_is_excluded_naming_its_setup(tmp_path):
+    folder = agent(tmp_path, "cli_agent")
+    write(folder / "setup_cli.py", 'NODE = f"https://nodejs.org/dist/v{VERSION}/node-v{VERSION}-linux-x64.tar.xz"\n'
+                                   'INSTALL = "https://example.org/cli/install.sh"\n')
+    why = agents.agent_exclusion(folder)
+    assert why is not None and why.startswith("needs the internet at run time: it downloads Node.js")
+    assert "(setup_cli.py, and runs https://example.org/cli/install.sh)" in why
+    assert agents.agent_exclusion(agent(tmp_path, "plain_agent")) is None
