@@ -10,11 +10,12 @@ rows it is meant for: the first resources-server config of the wheel that instan
 wordle.yaml's gymnasium agent with wordle's example rows), else its own config with
 example_single_tool_call's rows and resources server (and the wheel's config of a model instance
 its config names without defining it). Every row is routed to the agent
-(`++agent_name`, NeMo Gym's way); an agent that a server's config runs is not tried on other rows
-when every such server is excluded (the server's reason stands). The merged config (`gym-compose resolve`) decides whether the
+(`++agent_name`, NeMo Gym's way). The merged config (`gym-compose resolve`) decides whether the
 pair can run here at all, as the server sweep does (bench/_support/nemo_gym_sweep.py: a key left
 `???`, an API key, a second model with its own engine, a GPU stack, the internet at build time),
-plus the agent's own requirements; a pairing that is excluded gives way to the next one. Every
+plus the agent's own requirements and start-up (Node.js and a CLI downloaded when it starts); a
+pairing that is excluded gives way to the next one, except that an agent some server's config runs
+is not tried on other rows once every such server is excluded (their reasons stand). Every
 other pair is started with `gym-compose up --input ROWS --limit N`; each result is appended to a
 JSON-lines file as it finishes. The table: agent, the pairing, runtime, built, healthy, rollouts
 ok/failed, the first error.
