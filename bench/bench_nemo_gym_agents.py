@@ -164,7 +164,8 @@ def downloads_at_start_up(agent_dir: Path) -> str | None:
     for script in sorted(agent_dir.glob("*.py")):
         text = script.read_text(errors="replace")
         if NODE_DOWNLOAD in text:
-            extra = f", and runs {INSTALL_SCRIPT.search(text).group(0)}" if INSTALL_SCRIPT.search(text) else ""
+            installer = INSTALL_SCRIPT.search(text)
+            extra = f", and runs {installer.group(0)}" if installer else ""
             return (f"needs the internet at run time: it downloads Node.js from nodejs.org and installs its CLI "
                     f"with npm when it starts ({script.name}{extra})")
     return None
