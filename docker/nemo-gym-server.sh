@@ -41,7 +41,7 @@ sys.stdout.writelines(line for line in sys.stdin if name(line) not in shadowed)'
     # again in memory at every start (the server's user cannot write it). As pip does, a file that
     # does not compile is left as it is.
     (cd "$build/staging" && find . -name '*.py') | sed 's|^\.|/opt/venv|' > "$build/added.txt"
-    /opt/venv/bin/python -W ignore -m compileall -q -j 0 -i "$build/added.txt" /opt/server-packages >/dev/null || true
+    /opt/venv/bin/python -W ignore -m compileall -q -j 0 --invalidation-mode unchecked-hash -i "$build/added.txt" /opt/server-packages >/dev/null || true
 fi
 # the server's user owns its code: NeMo Gym servers write into their own folder (swebench_pro's logs/)
 chown -R 10001:10001 /srv/gym
