@@ -8,8 +8,11 @@ fresh sandbox).
 Per instance (median and p95, from the rollout rows): the lease of the agent's sandbox, the agent's
 steps (model turns and tool calls in the sandbox), the verification (diff, fresh sandbox, tests),
 and the whole rollout. Per parallelism: instances per minute over the collection (the collector's
-own rate, from its first request to its last answer) and the peak memory of the project's
-containers, sandboxes included (sampled with `docker stats` about once a second).
+own rate, from its first request to its last answer), the peak memory of the engine's containers
+and its peak live sandboxes (read from the cgroups four times a second: run it alone), and the
+machine's CPU seconds per instance, split into the containers' (servers, collector, sandboxes)
+and the engine's own processes (dockerd, containerd, the shims, fuse-overlayfs;
+bench/_support/machine.py's EngineCpu).
 """
 
 from __future__ import annotations
@@ -25,11 +28,18 @@ import threading
 import time
 from pathlib import Path
 
-from gym_compose.contract import PROJECT_LABEL, ROLE_LABEL, SANDBOX_LABEL
+from bench._support.machine import (
+    EngineCpu,
+    container_memory_bytes,
+    container_seconds_any,
+    live_container_ids,
+    runs_command,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
-UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "kB": 1000, "MB": 1e6, "GB": 1e9}
+SANDBOX_AGENT_MARKER = b"gym-sandbox-agent"  # a sandbox's init: launch.LAUNCHER's $0
+CPU_KINDS = ("containers", "  servers, broker, collector", "  sandboxes", "dockerd", "containerd", "containerd-shim", "fuse-overlayfs")
 
 
 def run(argv: list[str], timeout: float = 3600, **kwargs) -> subprocess.CompletedProcess:
@@ -41,55 +51,63 @@ def quantiles(values: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
-def memory_bytes(text: str) -> float:
-    used = text.split("/")[0].strip()
-    number = used.rstrip("KMGiBk")
-    return float(number) * UNITS[used[len(number):]]
+class ContainerSampler(threading.Thread):
+    """The engine's containers' summed memory (servers, broker, collector, sandboxes: run the benchmark
+    alone) and its live sandboxes, four times a second, from the cgroup folders: no docker client is
+    started, which on 2 cores took CPU from the run it measured (`docker stats` every second and
+    `docker ps` four times a second did). A sandbox is a container whose init runs the sandbox agent.
+    The other containers' CPU (servers, broker, collector) is read from their cgroups too, so the
+    sandboxes' is the containers' total less theirs."""
 
-
-class MemorySampler(threading.Thread):
-    """The project's containers' summed memory (servers, broker, sandboxes) about once a second, and
-    its live sandboxes four times a second.
-
-    `docker stats` is given no container ids: with ids, one sandbox that ends between `ps` and
-    `stats` fails the whole call, and short-lived sandboxes made every sample empty (the peak read
-    0). The project's containers are picked by name (`PROJECT-SERVICE-N`, `PROJECT-sbx-...`)."""
-
-    def __init__(self, project: str):
+    def __init__(self):
         super().__init__(daemon=True)
-        self.project, self.peak, self.peak_sandboxes = project, 0.0, 0
+        self.peak, self.peak_sandboxes = 0.0, 0
         self.stopping = threading.Event()
+        self.is_sandbox: dict[str, bool] = {}
+        self.others_first: dict[str, float] = {}  # container -> CPU seconds when the window began (0: started in it)
+        self.others_last: dict[str, float] = {}
+        self.sampled = False
 
     def run(self) -> None:
-        counter = threading.Thread(target=self.count_sandboxes, daemon=True)
-        counter.start()
-        while not self.stopping.is_set():
-            stats = run(["docker", "stats", "--no-stream", "--format", "{{.Name}}\t{{.MemUsage}}"],
-                        timeout=60).stdout.splitlines()
-            mine = [line for line in stats if line.startswith(f"{self.project}-") and "\t" in line]
-            self.peak = max(self.peak, sum(memory_bytes(line.split("\t")[1]) for line in mine))
-            self.stopping.wait(1.0)
-        counter.join()
+        self.sample()
+        while not self.stopping.wait(0.25):
+            self.sample()
+        self.sample()
 
-    def count_sandboxes(self) -> None:
-        while not self.stopping.is_set():
-            live = run(["docker", "ps", "-q", "--filter", f"label={PROJECT_LABEL}={self.project}",
-                        "--filter", f"label={SANDBOX_LABEL}=1", "--filter", f"label={ROLE_LABEL}=sandbox"],
-                       timeout=60).stdout.split()
-            self.peak_sandboxes = max(self.peak_sandboxes, len(live))
-            self.stopping.wait(0.25)
+    def sample(self) -> None:
+        live = live_container_ids()
+        for container in live - self.is_sandbox.keys():
+            found = runs_command(container, SANDBOX_AGENT_MARKER)
+            if found is not None:
+                self.is_sandbox[container] = found
+        for container in live:
+            if self.is_sandbox.get(container) is False:
+                used = container_seconds_any(container)
+                self.others_first.setdefault(container, 0.0 if self.sampled else used)
+                self.others_last[container] = max(used, self.others_last.get(container, 0.0))
+        self.peak_sandboxes = max(self.peak_sandboxes, sum(self.is_sandbox.get(c, False) for c in live))
+        self.peak = max(self.peak, sum(container_memory_bytes(c) for c in live))
+        self.sampled = True
+
+    def servers_seconds(self) -> float:
+        """CPU seconds of the containers that are not sandboxes, over the sampled window."""
+        return sum(self.others_last[c] - self.others_first[c] for c in self.others_last)
 
 
 def collect(project: str, head_port: int, parallel: int, repeats: int, results: Path) -> dict:
-    sampler = MemorySampler(project)
+    sampler, cpu = ContainerSampler(), EngineCpu()
     sampler.start()
+    cpu.start()
     began = time.monotonic()
     done = run([*CLI, "eval", "run", "--no-serve", "-p", project, "--head-port", str(head_port), "--benchmark",
                 "swebench_mini", "--num-samples-in-parallel", str(parallel), "--num-repeats", str(repeats),
                 "--results-dir", str(results), "--run-name", f"p{parallel}"])
     wall = time.monotonic() - began
+    used = cpu.stop()
     sampler.stopping.set()
     sampler.join()
+    used["  servers, broker, collector"] = sampler.servers_seconds()
+    used["  sandboxes"] = used["containers"] - used["  servers, broker, collector"]
     if done.returncode != 0:
         sys.exit(f"collection with {parallel} in parallel failed:\n{done.stderr[-3000:]}")
     (run_dir,) = results.glob(f"p{parallel}-*")
@@ -97,8 +115,14 @@ def collect(project: str, head_port: int, parallel: int, repeats: int, results: 
     progress = json.loads((run_dir / "progress.json").read_text())
     if any(row["reward"] != 1.0 for row in rows):
         sys.exit(f"an oracle rollout did not score 1.0 with {parallel} in parallel")
-    return {"rows": rows, "rate": progress["rollouts_per_second"] * 60, "wall": wall,
+    return {"rows": rows, "rate": progress["rollouts_per_second"] * 60, "wall": wall, "cpu": used,
             "peak_memory": sampler.peak, "peak_sandboxes": sampler.peak_sandboxes}
+
+
+def cpu_share(measured: dict, kind: str) -> float:
+    """CPU seconds per instance of one kind (an engine process's own time and its reaped children's)."""
+    used = measured["cpu"]
+    return (used.get(kind, 0.0) + used.get(f"{kind}, reaped children", 0.0)) / len(measured["rows"])
 
 
 def main() -> None:
@@ -142,6 +166,9 @@ def main() -> None:
                                   for n in args.parallel])
     line("peak memory, all containers", [f"{measured[n]['peak_memory'] / 2**20:.0f} MiB" for n in args.parallel])
     line("peak live sandboxes", [str(measured[n]["peak_sandboxes"]) for n in args.parallel])
+    print("CPU seconds per instance (the whole machine, and where they went):")
+    for kind in ("machine", *CPU_KINDS, "rest of the machine"):
+        line(f"  {kind}", [f"{cpu_share(measured[n], kind):.3f}" for n in args.parallel])
     print(f"instances per run: {len(measured[args.parallel[0]]['rows'])}; load average at the end: "
           f"{os.getloadavg()[0]:.1f} (machine shared with other work)")
 

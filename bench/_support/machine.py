@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -138,3 +139,139 @@ def engine_daemon_pids() -> list[int]:
             if name in ("dockerd", "containerd"):
                 found.append(int(entry))
     return found
+
+
+# The engine's own processes, by the name the kernel gives them (`comm`, at most 15 characters).
+# None of them is another's child but containerd, which lives as long as dockerd, so no time is counted
+# twice. A shim's reaped children are left out: they are its `runc` calls but also the container's
+# init, whose time (with its own reaped children's) the containers' cgroup counter holds already.
+ENGINE_PROCESSES = {"dockerd": "dockerd", "containerd": "containerd", "containerd-shim": "containerd-shim",
+                    "containerd-shi": "containerd-shim", "fuse-overlayfs": "fuse-overlayfs"}
+CGROUP_ROOTS = ("/sys/fs/cgroup/cpuacct/docker", "/sys/fs/cgroup/cpu,cpuacct/docker", "/sys/fs/cgroup/docker")
+MEMORY_ROOT = "/sys/fs/cgroup/memory/docker"
+
+
+def containers_total_seconds() -> float | None:
+    """CPU seconds of every container the engine ran since boot: the parent cgroup's counter (cgroup v1
+    keeps what removed children used; v2 does too), so sandboxes that are gone still count."""
+    for root in CGROUP_ROOTS:
+        for name, scale in (("cpuacct.usage", 1e9), ("cpu.stat", 1e6)):
+            try:
+                text = Path(root, name).read_text()
+            except OSError:
+                continue
+            if name == "cpu.stat":
+                text = next(line for line in text.splitlines() if line.startswith("usage_usec")).split()[1]
+            return int(text) / scale
+    return None
+
+
+def live_container_ids() -> set[str]:
+    """Ids of the engine's running containers, from the cgroup folders (no docker client started)."""
+    for root in (MEMORY_ROOT, *CGROUP_ROOTS):
+        try:
+            return {entry for entry in os.listdir(root) if len(entry) == 64}
+        except OSError:
+            continue
+    return set()
+
+
+def _engine_ticks() -> dict[int, tuple[str, int, int]]:
+    """pid -> (engine process kind, own ticks, reaped children's ticks) for every engine process now."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            head, tail = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        kind = ENGINE_PROCESSES.get(head.split("(", 1)[1])
+        if kind is not None:
+            fields = tail.split()
+            found[int(entry)] = (kind, int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
+    return found
+
+
+class EngineCpu(threading.Thread):
+    """Where the machine's CPU went during a window: every container (the cgroup counter), the engine's
+    processes (dockerd, containerd, the shims, fuse-overlayfs; dockerd's and containerd's with the
+    children they reaped) and the rest of the machine (the shims' `runc` calls among it).
+
+    /proc is read every `interval` s: an engine process that starts and ends between two reads is
+    not seen (the shims and fuse-overlayfs mounts outlive their container; a reaped one stays
+    readable until the init process reaps it), and one that ends keeps the time of its last read.
+    What no counter holds is in "rest of the machine" (`runc`, the benchmark's own clients, the
+    kernel's threads)."""
+
+    def __init__(self, interval: float = 0.5):
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.stopping = threading.Event()
+        self.first: dict[int, tuple[str, int, int]] = {}
+        self.last: dict[int, tuple[str, int, int]] = {}
+        self.peak_containers = 0
+
+    def start(self) -> None:
+        self.machine0, self.containers0 = machine_busy_seconds(), containers_total_seconds() or 0.0
+        self.first = _engine_ticks()
+        self.last = dict(self.first)
+        super().start()
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.interval):
+            self.last.update(_engine_ticks())
+            self.peak_containers = max(self.peak_containers, len(live_container_ids()))
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds by kind over the window: machine, containers, each engine process kind, rest."""
+        self.stopping.set()
+        self.join()
+        self.last.update(_engine_ticks())
+        used = {"machine": machine_busy_seconds() - self.machine0,
+                "containers": (containers_total_seconds() or 0.0) - self.containers0}
+        for pid, (kind, own, reaped) in self.last.items():
+            _, own0, reaped0 = self.first.get(pid, (kind, 0, 0))
+            used[kind] = used.get(kind, 0.0) + (own - own0) / TICKS
+            if kind in ("dockerd", "containerd"):
+                used[f"{kind}, reaped children"] = used.get(f"{kind}, reaped children", 0.0) + (reaped - reaped0) / TICKS
+        used = {kind: seconds for kind, seconds in used.items() if seconds > 0 or kind in ("machine", "containers")}
+        used["rest of the machine"] = used["machine"] - sum(s for k, s in used.items() if k != "machine")
+        return used
+
+
+def container_seconds_any(container_id: str) -> float:
+    """A live container's CPU seconds (container_seconds), 0 when unknown or gone."""
+    return container_seconds(container_id) or 0.0
+
+
+def container_memory_bytes(container_id: str) -> int:
+    """What `docker stats` shows as a container's memory (cgroup v1: usage less inactive page cache); 0 once gone."""
+    folder = Path(MEMORY_ROOT, container_id)
+    try:
+        usage = int((folder / "memory.usage_in_bytes").read_text())
+        stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines())
+    except (OSError, ValueError):
+        return 0
+    return max(usage - int(stat.get("total_inactive_file", 0)), 0)
+
+
+def runs_command(container_id: str, marker: bytes) -> bool | None:
+    """Whether one of the container's processes has `marker` in its command line; None while it has
+    no process to read (created, not started yet, or gone)."""
+    for root in (MEMORY_ROOT, *CGROUP_ROOTS):
+        try:
+            pids = Path(root, container_id, "cgroup.procs").read_text().split()
+        except OSError:
+            continue
+        commands = []
+        for pid in pids:
+            try:
+                commands.append(Path(f"/proc/{pid}/cmdline").read_bytes())
+            except OSError:
+                continue
+        if any(marker in command for command in commands):
+            return True
+        # `runc init` is the container's first process until it runs the image's entry point
+        return None if not commands or any(command.startswith(b"runc") for command in commands) else False
+    return None

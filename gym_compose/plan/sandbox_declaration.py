@@ -19,6 +19,7 @@ the broker enforces. Pure: no Docker, no files.
             ttl_s: 3600
             timeout_s: 60                      # default per-command timeout
             warm_pool: 4
+            warm_spare_s: 600                  # a cold lease of a task image starts a spare of it
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from gym_compose.sandbox.provider_config import DEFAULT_METADATA_KEY
 
 PROVIDER_NAME = "gym_compose"
 POLICY_KEYS = ("cpus", "pids", "workdir", "read_only", "network", "ttl_s", "timeout_s", "ready_timeout_s",
-               "warm_pool", "max_output_bytes", "env", "user", "cap_add", "shell", "metadata", "allowed_images", "pull")
+               "warm_pool", "warm_spare_s", "max_output_bytes", "env", "user", "cap_add", "shell", "metadata",
+               "allowed_images", "pull")
 # fork_from_seed is the server's to act on (gym_compose/sandbox/seed_forks.py); the plan checks it
 OWN_KEYS = frozenset({*POLICY_KEYS, "image", "build", "memory", "workdir_size", "task_images", "fork_from_seed"})
 NEMO_KEYS = frozenset({"resources", "provider_options"})
@@ -135,8 +137,8 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
                              for e in error.errors(include_url=False, include_input=False))
         raise UserError(f"{where} is invalid: {problems}") from None
-    for key, minimum in (("cpus", 0.01), ("pids", 16), ("memory_bytes", 6 << 20), ("warm_pool", 0), ("ttl_s", 1),
-                         ("timeout_s", 0.001), ("max_output_bytes", 1)):
+    for key, minimum in (("cpus", 0.01), ("pids", 16), ("memory_bytes", 6 << 20), ("warm_pool", 0),
+                         ("warm_spare_s", 0), ("ttl_s", 1), ("timeout_s", 0.001), ("max_output_bytes", 1)):
         if getattr(policy, key) < minimum:
             raise UserError(
                 f"{where}: {key.replace('_bytes', '')} must be at least {minimum}, got {getattr(policy, key)}")

@@ -94,6 +94,82 @@ async def test_warm_pool_serves_leases_and_refills(tmp_path):
         await pool.close()
 
 
+def for_session(session: str, image: str, **fields) -> LeaseRequest:
+    return LeaseRequest(image=image, metadata={"session": session, **fields.pop("metadata", {})}, **fields)
+
+
+@run_async
+async def test_a_sessions_cold_lease_of_a_task_image_starts_one_spare_for_its_next_lease_of_it(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, allowed_images=["swe/*"], warm_spare_s=60))
+    try:
+        agent, warm = await pool.lease("coder", for_session("s1", "swe/task-1"))
+        assert not warm
+        await until(lambda: ("coder", "swe/task-1", "s1") in pool.spares, "the spare of swe/task-1 to be ready")
+        spare = pool.spares[("coder", "swe/task-1", "s1")]
+        assert spare.state == "warm" and spare.image == "swe/task-1" and spare.id != agent.id
+        # another session's lease of the same image does not take it (it gets its own spare)
+        other_session, warm = await pool.lease("coder", for_session("s2", "swe/task-1"))
+        assert not warm and other_session is not spare
+        verify, warm = await pool.lease("coder", for_session("s1", "swe/task-1", metadata={"purpose": "verify"}))
+        assert warm and verify is spare and verify.state == "leased"
+        assert verify.metadata == {"session": "s1", "purpose": "verify"}
+        # a warm take starts no spare, nor does the session's next cold lease of that image (a retry)
+        retry, warm = await pool.lease("coder", for_session("s1", "swe/task-1"))
+        assert not warm and ("coder", "swe/task-1", "s1") not in pool._sparing
+        await until(lambda: not pool._sparing, "s2's spare to be ready")
+        assert list(pool.spares) == [("coder", "swe/task-1", "s2")] and pool.stats()["spares"] == 1
+        assert pool.stats()["leases_warm"] == 1 and len(engine.live_names()) == 5
+        # a lease that comes while its spare is starting waits for it
+        third, warm = await pool.lease("coder", for_session("s3", "swe/task-3"))
+        assert not warm and ("coder", "swe/task-3", "s3") in pool._sparing
+        fourth, warm = await pool.lease("coder", for_session("s3", "swe/task-3"))
+        assert warm and fourth.id != third.id and ("coder", "swe/task-3", "s3") not in pool.spares
+        # no spare: the declared image (the warm pool is for that), other limits, no session
+        live = len(engine.live_names())
+        await pool.lease("coder", LeaseRequest(metadata={"session": "s4"}))
+        await pool.lease("coder", for_session("s4", "swe/task-4", memory_mib=128))
+        await pool.lease("coder", LeaseRequest(image="swe/task-4"))
+        assert not pool._sparing and len(engine.live_names()) == live + 3 and len(pool.spares) == 1
+        result = await pool.exec(verify, ExecRequest(command="echo from the spare"))
+        assert result["stdout"] == "from the spare\n"
+    finally:
+        await pool.close()
+    assert engine.live_names() == []
+
+
+@run_async
+async def test_no_spare_without_warm_spare_s_and_an_untaken_spare_is_reaped(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, "plain", allowed_images=["swe/*"]),
+                                policy(tmp_path, "sparing", allowed_images=["swe/*"], warm_spare_s=0.2))
+    try:
+        await pool.lease("plain", for_session("s1", "swe/task-1"))
+        await pool.lease("sparing", for_session("s1", "swe/task-1"))
+        await until(lambda: ("sparing", "swe/task-1", "s1") in pool.spares, "the spare to be ready")
+        assert list(pool.spares) == [("sparing", "swe/task-1", "s1")] and len(engine.live_names()) == 3
+        spare = pool.spares[("sparing", "swe/task-1", "s1")]
+        await asyncio.sleep(0.3)
+        assert await pool.reap() == [spare.id]
+        assert pool.spares == {} and len(engine.live_names()) == 2
+        with pytest.raises(SandboxGone, match=r"spare not taken within warm_spare_s \(0.2 s\)"):
+            pool.get("sparing", spare.id)
+    finally:
+        await pool.close()
+
+
+@run_async
+async def test_a_lease_waiting_for_a_slot_evicts_a_spare(tmp_path):
+    pool, engine = await opened(tmp_path, policy(tmp_path, allowed_images=["swe/*"], warm_spare_s=600,
+                                                 ready_timeout_s=30), max_live=2)
+    try:
+        await pool.lease("coder", for_session("s1", "swe/task-1"))
+        await until(lambda: pool.spares, "the spare to be ready")
+        second, warm = await asyncio.wait_for(pool.lease("coder", for_session("s2", "swe/task-2")), 30)
+        assert not warm and second.image == "swe/task-2" and pool.live <= 2
+        assert ("coder", "swe/task-1", "s1") not in pool.spares
+    finally:
+        await pool.close()
+
+
 @run_async
 async def test_cap_makes_a_lease_wait_for_a_release_and_fail_after_its_ready_timeout(tmp_path):
     pool, engine = await opened(tmp_path, policy(tmp_path, ready_timeout_s=30), max_live=2)

@@ -1,7 +1,11 @@
 """Live sandboxes, from lease to removal: leases, warm pools, starts and pulls, death, reaping.
 
 A lease takes a ready sandbox from its server's warm pool when the request asks for the declared
-image, else starts one (cold). A released sandbox is destroyed, never handed to anyone again.
+image, else starts one (cold). With `warm_spare_s`, a session's (`metadata.session`) first cold
+lease of another image (a SWE task's) starts one spare of that image for the session's next lease
+of it (the task's verification sandbox), given up when the session has not taken it within
+`warm_spare_s` or when a lease needs its slot.
+A released sandbox is destroyed, never handed to anyone again.
 Who may start and who waits is `admission.Admission` (the `max_live` slots, evicting idle warm
 sandboxes for waiting leases, the `max_starting` throttle); commands and files go through
 `sandbox_io.SandboxIO`; the platform is a `backend.SandboxBackend`. A sandbox whose agent stream
@@ -55,6 +59,7 @@ from gym_compose.sandbox.policy import (
 )
 
 LOG = logging.getLogger("gym_compose.sandbox.broker")
+SpareKey = tuple[str, str, str]  # server, image, session
 REAP_INTERVAL_S = 5.0
 FALLBACK_POLL_S = 2.0
 TOMBSTONES = 10000
@@ -78,6 +83,9 @@ class SandboxPool:
         self._tasks: set[asyncio.Task] = set()
         self._launches: set[asyncio.Task] = set()
         self._refilling: set[str] = set()
+        self.spares: dict[SpareKey, Sandbox] = {}  # ready spares of task images
+        self._sparing: set[SpareKey] = set()  # spares being started
+        self._spared: OrderedDict[SpareKey, None] = OrderedDict()  # sessions and images given a spare once
         self.ready = False
         self.closing = False
         self._pulls: dict[str, asyncio.Task] = {}
@@ -157,29 +165,26 @@ class SandboxPool:
             raise Refused(reason)
         phase = request.phase or DEFAULT_PHASE  # warm sandboxes wait in the default one
         image = snapshot.image if snapshot else policy.resolve_image(image)
-        wants_warm = (snapshot is None and image == policy.image and request.cpu is None
-                      and request.memory_mib is None and (phase == DEFAULT_PHASE or self.backend.moves_phases))
+        as_declared = (snapshot is None and request.cpu is None and request.memory_mib is None
+                       and (phase == DEFAULT_PHASE or self.backend.moves_phases))
+        wants_warm = as_declared and image == policy.image
+        session = request.metadata.get("session")
+        spare_key = (server, image, session) if session else None
+        wants_spare = as_declared and image != policy.image and policy.warm_spare_s > 0 and spare_key is not None
         cpus = request.cpu if request.cpu is not None else snapshot.cpus if snapshot else None
         memory_bytes = (request.memory_mib << 20 if request.memory_mib is not None
                         else snapshot.memory_bytes if snapshot else None)
         timeout = min(request.ready_timeout_s or policy.ready_timeout_s, policy.ready_timeout_s)
         asked = time.monotonic()
         deadline = asked + timeout
-        sandbox, warm = None, False
-        self.admission.waiting += 1
-        try:
-            while sandbox is None:
-                if wants_warm:
-                    sandbox = self._take_warm(server)
-                    if sandbox is not None:
-                        warm = True
-                        break
-                if self._reserve_now():
-                    break
-                self._evict_for_waiters(keep=server if wants_warm else None)
+        sandbox = None
+        if wants_spare and spare_key is not None:
+            while spare_key in self._sparing:  # started before this lease: sooner than a new one
                 await self.admission.wait_for_change(deadline)
-        finally:
-            self.admission.waiting -= 1
+            sandbox = self._take_spare(spare_key)
+        if sandbox is None:
+            sandbox = await self._warm_or_slot(server, wants_warm, deadline)
+        warm = sandbox is not None
         if sandbox is None:
             sandbox = await self._start(policy, image, deadline, cpus=cpus, memory_bytes=memory_bytes, phase=phase)
         elif phase != sandbox.phase:  # a warm one, started in the default phase
@@ -204,7 +209,25 @@ class SandboxPool:
         self.peak_leased = max(self.peak_leased, sum(1 for s in self.sandboxes.values() if s.state == "leased"))
         self.leases["warm" if warm else "cold"] += 1
         self._schedule_refill(server)
+        if wants_spare and not warm and spare_key is not None:
+            self._schedule_spare(policy, spare_key)
         return sandbox, warm
+
+    async def _warm_or_slot(self, server: str, wants_warm: bool, deadline: float) -> Optional[Sandbox]:
+        """A sandbox from the server's warm pool, or None once a max_live slot is reserved for a start."""
+        self.admission.waiting += 1
+        try:
+            while True:
+                if wants_warm:
+                    sandbox = self._take_warm(server)
+                    if sandbox is not None:
+                        return sandbox
+                if self._reserve_now():
+                    return None
+                self._evict_for_waiters(keep=server if wants_warm else None)
+                await self.admission.wait_for_change(deadline)
+        finally:
+            self.admission.waiting -= 1
 
     def caller_seen(self, caller: Optional[str]) -> None:
         """A request from `caller`: if it is a later start of a server's container, the sandboxes its
@@ -284,7 +307,7 @@ class SandboxPool:
         states = [s.state for s in self.sandboxes.values()]
         starts = sorted(self.start_times)
         return {"live": self.live, "leased": states.count("leased"), "warm": states.count("warm"),
-                "starting": states.count("starting"), "peak_leased": self.peak_leased,
+                "starting": states.count("starting"), "spares": len(self.spares), "peak_leased": self.peak_leased,
                 "started_total": self.started_total, "leases_warm": self.leases["warm"],
                 "leases_cold": self.leases["cold"], "start_s_p50": _quantile(starts, 0.5),
                 "start_s_p95": _quantile(starts, 0.95), "max_live": self.limits.max_live,
@@ -298,6 +321,13 @@ class SandboxPool:
         if policy is None:
             raise Refused(f"{server} declared no sandboxes in the plan")
         return policy
+
+    def _take_spare(self, key: Optional[SpareKey]) -> Optional[Sandbox]:
+        sandbox = self.spares.pop(key, None) if key else None
+        if sandbox is not None and sandbox.state == "warm" and not sandbox.channel.closed.is_set():
+            sandbox.spare_for = None
+            return sandbox
+        return None
 
     def _take_warm(self, server: str) -> Optional[Sandbox]:
         pool = self.warm.get(server)
@@ -317,11 +347,14 @@ class SandboxPool:
         """Leases wait for slots held by idle warm sandboxes (of other servers, or any when the waiter
         cannot use them): destroy one such sandbox per waiting lease."""
         while self.admission.evicting < self.admission.waiting:
-            candidates = [pool[0] for server, pool in self.warm.items() if pool and server != keep]
-            if not candidates:
-                return
-            victim = min(candidates, key=lambda s: s.started)
-            self.warm[victim.server].popleft()
+            if self.spares:  # a spare only may be used: it goes first, whoever waits
+                victim = self.spares.pop(next(iter(self.spares)))
+            else:
+                candidates = [pool[0] for server, pool in self.warm.items() if pool and server != keep]
+                if not candidates:
+                    return
+                victim = min(candidates, key=lambda s: s.started)
+                self.warm[victim.server].popleft()
             self.admission.evicting += 1
             self._spawn(self._evict(victim))
 
@@ -487,6 +520,34 @@ class SandboxPool:
         self._refilling.add(server)
         self._spawn(self._refill(server))
 
+    def _schedule_spare(self, policy: SandboxPolicy, key: SpareKey) -> None:
+        """Start a spare of the key's image for its session in a slot taken now, before the session's
+        next lease can ask for it (a lease that finds it starting waits for it). Only a session's first
+        cold lease of an image gets one: its later ones (a verification after the agent's, retries)
+        would leave theirs untaken. Leases come first: a spare takes a slot only when no lease waits
+        for one."""
+        if key in self._spared or self.closing:
+            return
+        if self.admission.waiting or not self._reserve_now():
+            return
+        self._spared[key] = None
+        while len(self._spared) > TOMBSTONES:
+            self._spared.popitem(last=False)
+        self._sparing.add(key)
+        self._spawn(self._start_spare(policy, key))
+
+    async def _start_spare(self, policy: SandboxPolicy, key: SpareKey) -> None:
+        _, image, session = key
+        try:
+            sandbox = await self._start(policy, image, time.monotonic() + policy.ready_timeout_s)
+            sandbox.state, sandbox.spare_for = "warm", session
+            self.spares[key] = sandbox
+        except BrokerError as error:
+            LOG.warning("spare sandbox of %s for %s: %s", image, policy.server, error)
+        finally:
+            self._sparing.discard(key)
+            await self.admission.changed()  # a lease waiting for this spare looks again
+
     async def _refill(self, server: str) -> None:
         policy = self.settings.servers[server]
         try:
@@ -571,11 +632,17 @@ class SandboxPool:
         reason = reason or await death_reason(self.backend, sandbox)
         self._bury(sandbox.id, reason)
         LOG.warning("sandbox %s of %s is dead: %s", sandbox.id, sandbox.server, reason)
+        self._forget_warm(sandbox)
+        self._spawn(self.destroy(sandbox, reason))
+        return reason
+
+    def _forget_warm(self, sandbox: Sandbox) -> None:
         pool = self.warm.get(sandbox.server)
         if pool and sandbox in pool:
             pool.remove(sandbox)
-        self._spawn(self.destroy(sandbox, reason))
-        return reason
+        key = (sandbox.server, sandbox.image, sandbox.spare_for or "")
+        if self.spares.get(key) is sandbox:
+            del self.spares[key]
 
     def _bury(self, sandbox_id: str, reason: str) -> None:
         self.tombstones[sandbox_id] = reason
@@ -587,9 +654,7 @@ class SandboxPool:
             return
         sandbox.state = "removing"
         self.tombstones.setdefault(sandbox.id, f"sandbox was {reason}" if reason in ("released",) else reason)
-        pool = self.warm.get(sandbox.server)
-        if pool and sandbox in pool:
-            pool.remove(sandbox)
+        self._forget_warm(sandbox)
         try:
             if sandbox.channel is not None:
                 await sandbox.channel.aclose()
@@ -624,6 +689,8 @@ class SandboxPool:
             ttl = sandbox.ttl_s or sandbox.policy.ttl_s
             if now - sandbox.started >= ttl:
                 expired.append((sandbox, f"sandbox reached its time-to-live ({ttl:g} s)"))
+            elif sandbox.spare_for and now - sandbox.started >= sandbox.policy.warm_spare_s:
+                expired.append((sandbox, f"spare not taken within warm_spare_s ({sandbox.policy.warm_spare_s:g} s)"))
             elif sandbox.state in ("leased", "paused") and now - sandbox.last_used >= self.settings.idle_timeout_s:
                 expired.append((sandbox, f"sandbox was idle for {self.settings.idle_timeout_s:g} s and was reaped"))
         for sandbox, reason in expired:

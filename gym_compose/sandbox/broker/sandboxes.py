@@ -62,6 +62,7 @@ class Sandbox:
     phase: str = DEFAULT_PHASE  # its egress phase (allow-lists with `phases`; SandboxPool.move_to_phase)
     started_phase: str = DEFAULT_PHASE  # the phase its container was created in (whose proxy its env names)
     phase_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    spare_for: Optional[str] = None  # a spare's session, until that session's lease takes it (pool.py)
 
     def describe(self) -> dict[str, Any]:
         return {"sandbox_id": self.id, "server": self.server, "image": self.image, "state": self.state,
