@@ -19,7 +19,7 @@ the broker enforces. Pure: no Docker, no files.
             ttl_s: 3600
             timeout_s: 60                      # default per-command timeout
             warm_pool: 4
-            warm_spare_s: 600                  # a cold lease of a task image starts a spare of it
+            warm_spare_s: 600                  # a session's first lease of a task image starts its next
 """
 
 from __future__ import annotations

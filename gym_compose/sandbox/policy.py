@@ -80,7 +80,7 @@ class SandboxPolicy(BaseModel):
     timeout_s: float = 180.0
     ready_timeout_s: float = 300.0
     warm_pool: int = 0
-    warm_spare_s: float = 0.0  # > 0: a session's cold lease of a task image starts a spare for it, kept this long
+    warm_spare_s: float = 0.0  # > 0: a session's first cold lease of a task image starts a spare for it, kept this long
     max_output_bytes: int = 1 << 20
     env: dict[str, str] = Field(default_factory=dict)
     user: Optional[str] = None
