@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from bench._support.nemo_gym_sweep import exclusion, fetched_elsewhere, run_bounded, sweep_project
+from bench._support.nemo_gym_sweep import exclusion, fetched_elsewhere, mock_model_flags, run_bounded, sweep_project
 from bench._support.sweep_report import latest_results, print_columns, print_listed
 from bench.bench_nemo_gym_servers import CLI, last_line, nemo_gym_tree, read_outcome
 from gym_compose.plan.requirements import server_requirements
@@ -228,15 +228,16 @@ def run_agent(tree: Path, agent_dir: Path, index: int, timeout: float, limit: in
     result["pairing"] = pairing.source
     with tempfile.TemporaryDirectory(prefix=f"ngagents-{agent_dir.name}-") as scratch:
         cwd = Path(scratch)
-        _, runtime, _ = resolve(tree, pairing, cwd)
+        config, runtime, _ = resolve(tree, pairing, cwd)
         result["runtime"] = runtime.split(" ")[0] if runtime else "-"
+        mocked = mock_model_flags(config) if config else []  # a hosted judge, a local vLLM: the mock serves it
         project = sweep_project("ngagents", index, agent_dir.name)
         started = time.monotonic()
         returncode, output = None, ""
         try:
             returncode, output = run_bounded([*CLI, "up", "-p", project, "--search-dir", str(tree), *pairing.arguments,
                                               "--input", str(pairing.rows), "--limit", str(limit),
-                                              "--head-port", str(13000 + index % 4000)], cwd, timeout)
+                                              "--head-port", str(13000 + index % 4000), *mocked], cwd, timeout)
             if returncode is None:
                 result["error"] = f"timed out after {timeout:.0f} s"
         finally:  # the whole project: the broker's sandboxes too

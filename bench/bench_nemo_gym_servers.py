@@ -37,6 +37,8 @@ import yaml
 from bench._support.nemo_gym_sweep import (
     agent_override,
     exclusion,
+    mock_model_flags,
+    mocked_models,
     read_jsonl,
     run_bounded,
     selector,
@@ -112,7 +114,12 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
             result["error"] = f"resolve: {error}"
             return result
         extra = agent_override(config, rows)
-        result["note"] = f"rows re-routed with {extra[0]}" if extra else None
+        notes = [f"rows re-routed with {extra[0]}"] if extra else []
+        mocked = mocked_models(config)
+        extra += mock_model_flags(config)
+        notes += [f"{name} served by the built-in mock (--model {name}=mock; the config names {names})"
+                  for name, names in mocked.items()]
+        result["note"] = "; ".join(notes) or None
         project = sweep_project("ngsweep", index, name)
         started = time.monotonic()
         returncode = None

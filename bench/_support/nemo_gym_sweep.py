@@ -187,6 +187,30 @@ def walk(node: Any, path: str = ""):
         yield path, node
 
 
+def mocked_models(config: dict[str, Any]) -> dict[str, str]:
+    """Model instances besides the policy that the sweep serves with the built-in mock
+    (`--model NAME=mock`, docs/models.md), with what the config names instead: a hosted endpoint (a
+    judge at api.openai.com: unreachable offline) or a model server that is its own engine (a local
+    vLLM: a GPU). An instance with no endpoint gets the mock without asking; one in front of the
+    stack's own mock policy (vllm_model_for_compaction) runs as configured."""
+    mock_policy = "mock_model" in ((config.get("policy_model") or {}).get("responses_api_models") or {})
+    found = {}
+    for name, value in config.items():
+        if name == "policy_model" or not isinstance(value, dict) \
+                or not isinstance(value.get("responses_api_models"), dict) or "mock_model" in value["responses_api_models"]:
+            continue
+        (implementation, block), = list(value["responses_api_models"].items())[:1]
+        urls = [str(v) for key, v in (block or {}).items() if str(key).endswith("base_url") and v]
+        if urls and mock_policy and all(url == config.get("policy_base_url") for url in urls):
+            continue
+        found[name] = f"{implementation} at {urls[0]}" if urls else f"{implementation}, its own engine"
+    return found
+
+
+def mock_model_flags(config: dict[str, Any]) -> list[str]:
+    return [flag for name in mocked_models(config) for flag in ("--model", f"{name}=mock")]
+
+
 def rows_without_an_agent(server_dir: Path, config: dict[str, Any]) -> str | None:
     """Why the example rows cannot be routed: they name no agent and the server's configs define none
     (NeMo Gym pairs such a server with an agent in a benchmark config: gdpval with stirrup_agent)."""
@@ -215,24 +239,11 @@ def exclusion(server_dir: Path, config: dict[str, Any] | None, resolve_error: st
     if server_dir.name in NEEDS_DATA:
         return f"needs {NEEDS_DATA[server_dir.name]}"
     requirements = server_requirements(server_dir)
-    # A judge / user simulator with no endpoint is served by the built-in mock (docs/models.md); one
-    # that is its own engine (a local vLLM, genrm_compare's genrm_model) or an endpoint the config fills is not
-    extra_models = [key for key, value in config.items() if isinstance(value, dict)
-                    and isinstance(value.get("responses_api_models"), dict) and key != "policy_model"
-                    and "mock_model" not in value["responses_api_models"]]
-    mock_policy = "mock_model" in ((config.get("policy_model") or {}).get("responses_api_models") or {})
-    for name in extra_models:
-        (implementation, block), = list(config[name]["responses_api_models"].items())[:1]
-        urls = [str(value) for key, value in (block or {}).items() if str(key).endswith("base_url") and value]
-        if urls and mock_policy and all(url == config.get("policy_base_url") for url in urls):
-            continue  # a model server in front of the stack's own mock policy (vllm_model_for_compaction) runs
-        if urls:  # the config names an endpoint (a hosted judge): offline, unreachable; --model NAME=URL repoints it
-            return f"needs the model endpoint its config names for {name} ({implementation} at {urls[0]})"
-        return f"needs a second model server ({name}: {implementation}, a judge or user simulator with its own engine)"
+    mocked = mocked_models(config)
     sandboxed = False
     own = stack_hosts(config)
     for path, value in walk(config):
-        if path.startswith("policy_"):
+        if path.startswith("policy_") or path.split(".", 1)[0] in mocked:  # the mock replaces those blocks
             continue
         if value == "???":
             return f"leaves {path} open (a key or endpoint to supply)"

@@ -41,10 +41,11 @@ CONFIG_OPTIONS: dict[str, tuple[Any, Any]] = {
     "benchmark": (_option(Optional[list[str]], "--benchmark", metavar="NAME[/FLAVOR]", help="Benchmark NAME or NAME/FLAVOR; repeatable."), None),
     "environment": (_option(Optional[list[str]], "--environment", metavar="NAME[/FLAVOR]", help="Environment NAME or NAME/FLAVOR."), None),
     "model": (_option(
-        Optional[list[str]], "--model", "-m", metavar="NAME | INSTANCE=URL[,model=NAME][,api_key=KEY]",
+        Optional[list[str]], "--model", "-m", metavar="NAME | INSTANCE=URL[,model=NAME][,api_key=KEY] | INSTANCE=mock",
         help="NAME sets policy_model_name. INSTANCE=URL serves the model instance INSTANCE (a judge, a user "
-        "simulator, ...) from an OpenAI-compatible endpoint; repeatable. A model a server names that has no "
-        "endpoint is served by the built-in mock (docs/models.md).",
+        "simulator, ...) from an OpenAI-compatible endpoint; INSTANCE=mock with the built-in mock, whatever its "
+        "config names; repeatable. A model a server names that has no endpoint is served by the built-in mock "
+        "(docs/models.md).",
     ), None),
     "model_url": (_option(Optional[str], "--model-url", metavar="URL", help="Sets policy_base_url."), None),
     "model_api_key": (_option(Optional[str], "--model-api-key", metavar="KEY", help="Sets policy_api_key (kept secret)."), None),

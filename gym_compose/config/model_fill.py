@@ -5,7 +5,8 @@ Run on the merged config, after `???` values were refused and before interpolati
 - `--model INSTANCE=URL[,model=NAME][,api_key=KEY]` (repeatable) points INSTANCE at an
   OpenAI-compatible endpoint: an `openai_model` / `vllm_model` block (or one with `*base_url`,
   `*api_key`, `*model` keys) gets those values; an instance no config defines, or a mock, becomes
-  an `openai_model` block;
+  an `openai_model` block; `--model INSTANCE=mock` serves it with the built-in mock instead, even
+  where its config names an endpoint (a hosted judge, a GPU's local vLLM: a run offline or in CI);
 - a model instance a server refers to (`{type: responses_api_models, name: X}`: a judge, a reward
   model, a user simulator) that no config defines, or whose endpoint is unset (its `*base_url` is
   null, empty, not an http(s) URL (a placeholder such as `MISSING`), or interpolates a key nobody
@@ -33,6 +34,7 @@ MOCK = "mock_model"
 MOCK_MODE = "plain"
 ENDPOINT_MODEL = "openai_model"
 NAMED_MODEL_FORM = "INSTANCE=URL[,model=NAME][,api_key=KEY]"
+MOCK_URL = "mock"  # --model INSTANCE=mock: the built-in mock, whatever the config names
 GENERATED = "generated (mock for an unserved model)"
 TOKEN_IDS = "return_token_id_information"  # vllm_model's switch for RL training; the mock has it too
 
@@ -58,6 +60,14 @@ def parse_named_model(text: str) -> NamedModel:
     hint = f"write --model {NAMED_MODEL_FORM}, e.g. --model judge_model=http://host:8000/v1,model=Qwen/Qwen3-8B"
     if not instance.strip() or not url:
         raise UserError(f"--model {text!r}: an instance name and a URL are needed", hint=hint)
+    if url == MOCK_URL:
+        if options:
+            raise UserError(f"--model {text!r}: the built-in mock takes no model= or api_key=",
+                            hint=f"write --model {instance.strip()}={MOCK_URL}")
+        if instance.strip() == POLICY_MODEL:
+            raise UserError(f"--model {text!r}: the policy model's mock is chosen with --model-type mock_model",
+                            hint="leave out --model-url, or pass --model-type mock_model (docs/models.md)")
+        return NamedModel(instance.strip(), MOCK_URL)
     if not url.startswith(("http://", "https://")):
         raise UserError(f"--model {text!r}: {url!r} is not an http(s) URL", hint=hint)
     fields: dict[str, str] = {}
@@ -114,6 +124,16 @@ def serve_named_models(merged: DictConfig, named: list[NamedModel], origins: dic
     defined = model_instances(raw)
     for entry in named:
         implementation = defined.get(entry.instance)
+        if entry.url == MOCK_URL:
+            block = merged[entry.instance][MODELS][implementation] if implementation else None
+            mock: dict[str, Any] = {"entrypoint": "app.py", "mode": MOCK_MODE}
+            if block is not None and _is_true(block, TOKEN_IDS):
+                mock[TOKEN_IDS] = True
+            merged[entry.instance] = OmegaConf.create({MODELS: {MOCK: mock}})
+            origins[entry.instance] = "--model"
+            lines.append(f"notice: {entry.instance} is served by the built-in mock model (a fixed answer, mode "
+                         f"{MOCK_MODE}; --model {entry.instance}={MOCK_URL})")
+            continue
         block = merged[entry.instance][MODELS][implementation] if implementation and implementation != MOCK else None
         if block is None:
             merged[entry.instance] = OmegaConf.create({MODELS: {ENDPOINT_MODEL: {

@@ -98,17 +98,19 @@ def test_a_run_within_its_timeout_gives_its_status_and_output(tmp_path):
     assert sweep.run_bounded(["sh", "-c", "echo out; echo err >&2; exit 3"], tmp_path, timeout=30) == (3, "out\nerr\n")
 
 
-def test_a_judge_the_mock_serves_no_longer_excludes_but_its_own_engine_does(tmp_path):
+def test_a_judge_of_its_own_engine_or_at_a_hosted_endpoint_is_served_by_the_mock_not_excluded(tmp_path):
     folder = tmp_path / "judged"
     folder.mkdir()
     mocked = {"x": {"resources_servers": {"x": {}}},
               "judge_model": {"responses_api_models": {"mock_model": {"mode": "plain"}}}}
-    assert sweep.exclusion(folder, mocked) is None
+    assert sweep.exclusion(folder, mocked) is None and sweep.mocked_models(mocked) == {}
     engine = {**mocked, "genrm_model": {"responses_api_models": {"genrm_model": {"model": "m"}}}}
-    assert "genrm_model" in (sweep.exclusion(folder, engine) or "")
+    assert sweep.exclusion(folder, engine) is None
+    assert sweep.mocked_models(engine) == {"genrm_model": "genrm_model, its own engine"}
+    assert sweep.mock_model_flags(engine) == ["--model", "genrm_model=mock"]
 
 
-def test_a_model_server_in_front_of_the_stacks_mock_policy_runs_but_one_at_a_hosted_endpoint_does_not(tmp_path):
+def test_a_model_server_in_front_of_the_stacks_mock_policy_runs_and_one_at_a_hosted_endpoint_is_mocked(tmp_path):
     folder = tmp_path / "compacted"
     folder.mkdir()
     policy_url = "http://policy-model:8000/v1"
@@ -117,11 +119,14 @@ def test_a_model_server_in_front_of_the_stacks_mock_policy_runs_but_one_at_a_hos
               "policy_model_for_compaction": {"responses_api_models": {"vllm_model_with_compaction": {
                   "base_url": policy_url, "return_token_id_information": True}}}}
     assert sweep.exclusion(folder, config) is None  # vllm_model_for_compaction.yaml on the mock: it runs
+    assert sweep.mocked_models(config) == {}
     hosted = {**config, "policy_model_for_compaction": {"responses_api_models": {"vllm_model_with_compaction": {
-        "base_url": "https://hosted.example/v1"}}}}
-    assert "needs the model endpoint its config names" in (sweep.exclusion(folder, hosted) or "")
-    real_policy = {**config, "policy_model": {"responses_api_models": {"openai_model": {}}}}
-    assert "needs the model endpoint its config names" in (sweep.exclusion(folder, real_policy) or "")
+        "base_url": "https://hosted.example/v1", "api_key": "sk-hosted-key"}}}}
+    assert sweep.exclusion(folder, hosted) is None  # its api_key is the mock's to ignore, not an external service
+    assert sweep.mocked_models(hosted) == {
+        "policy_model_for_compaction": "vllm_model_with_compaction at https://hosted.example/v1"}
+    real_policy = {**hosted, "policy_model": {"responses_api_models": {"openai_model": {}}}}
+    assert list(sweep.mocked_models(real_policy)) == ["policy_model_for_compaction"]
 
 
 def test_a_sandboxed_server_is_excluded_naming_the_task_images_it_needs_and_their_registry(tmp_path):

@@ -97,6 +97,35 @@ def test_model_flag_on_a_vllm_model_sets_its_own_keys(tmp_path):
     assert block["base_url"] == "http://v.example:8000/v1" and block["model"] == "m"
 
 
+def test_model_flag_mock_serves_a_judge_whose_config_names_a_hosted_endpoint(tmp_path):
+    hosted = {"responses_api_models": {"openai_model": {
+        "entrypoint": "app.py", "openai_base_url": "https://api.openai.com/v1", "openai_api_key": "${judge_api_key}",
+        "openai_model": "gpt-4.1", "return_token_id_information": True}}}
+    config = judge_config(tmp_path, hosted)
+    as_configured = loaded(tmp_path, config, overrides=("++judge_api_key=sk",))
+    assert list(as_configured.data["judge_model"]["responses_api_models"]) == ["openai_model"]
+    result = loaded(tmp_path, config, "judge_model=mock", "simulator=mock")
+    assert result.data["judge_model"] == {"responses_api_models": {"mock_model": {
+        "entrypoint": "app.py", "mode": "plain", "return_token_id_information": True}}}
+    assert result.data["simulator"] == {"responses_api_models": {"mock_model": {"entrypoint": "app.py",
+                                                                                "mode": "plain"}}}
+    notices = [w for w in result.warnings if "--model judge_model=mock" in w]
+    assert notices == ["notice: judge_model is served by the built-in mock model (a fixed answer, mode plain; "
+                       "--model judge_model=mock)"]
+    assert any(line.startswith("judge_model: mock_model (the built-in mock, mode plain)")
+               for line in model_lines(result.data))
+
+
+@pytest.mark.parametrize("text, says, hint", [
+    ("judge_model=mock,model=m", "the built-in mock takes no model= or api_key=", "judge_model=mock"),
+    ("policy_model=mock", "is chosen with --model-type mock_model", "--model-type mock_model"),
+])
+def test_a_malformed_mock_model_flag_is_a_clear_error(tmp_path, text, says, hint):
+    with pytest.raises(UserError) as error:
+        loaded(tmp_path, judge_config(tmp_path), text)
+    assert says in error.value.message and hint in (error.value.hint or "")
+
+
 @pytest.mark.parametrize("text, says", [
     ("judge_model=", "an instance name and a URL"),
     ("judge_model=judge.example:8000", "not an http(s) URL"),
