@@ -37,7 +37,14 @@ from typing import Any
 
 import yaml
 
-from bench._support.nemo_gym_sweep import exclusion, fetched_elsewhere, mock_model_flags, run_bounded, sweep_project
+from bench._support.nemo_gym_sweep import (
+    exclusion,
+    fetched_elsewhere,
+    mock_model_flags,
+    mocked_models,
+    run_bounded,
+    sweep_project,
+)
 from bench._support.sweep_report import latest_results, print_columns, print_listed
 from bench.bench_nemo_gym_servers import CLI, last_line, nemo_gym_tree, read_outcome
 from gym_compose.plan.requirements import server_requirements
@@ -230,7 +237,7 @@ def run_agent(tree: Path, agent_dir: Path, index: int, timeout: float, limit: in
         cwd = Path(scratch)
         config, runtime, _ = resolve(tree, pairing, cwd)
         result["runtime"] = runtime.split(" ")[0] if runtime else "-"
-        mocked = mock_model_flags(config) if config else []  # a hosted judge, a local vLLM: the mock serves it
+        mocked = mock_model_flags(mocked_models(config)) if config else []  # a hosted judge, a local vLLM: the mock serves it
         project = sweep_project("ngagents", index, agent_dir.name)
         started = time.monotonic()
         returncode, output = None, ""

@@ -116,7 +116,7 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
         extra = agent_override(config, rows)
         notes = [f"rows re-routed with {extra[0]}"] if extra else []
         mocked = mocked_models(config)
-        extra += mock_model_flags(config)
+        extra += mock_model_flags(mocked)
         notes += [f"{name} served by the built-in mock (--model {name}=mock; the config names {names})"
                   for name, names in mocked.items()]
         result["note"] = "; ".join(notes) or None

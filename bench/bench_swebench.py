@@ -31,7 +31,7 @@ from pathlib import Path
 from bench._support.machine import (
     EngineCpu,
     container_memory_bytes,
-    container_seconds_any,
+    container_seconds,
     live_container_ids,
     runs_command,
 )
@@ -82,7 +82,7 @@ class ContainerSampler(threading.Thread):
                 self.is_sandbox[container] = found
         for container in live:
             if self.is_sandbox.get(container) is False:
-                used = container_seconds_any(container)
+                used = container_seconds(container) or 0.0
                 self.others_first.setdefault(container, 0.0 if self.sampled else used)
                 self.others_last[container] = max(used, self.others_last.get(container, 0.0))
         self.peak_sandboxes = max(self.peak_sandboxes, sum(self.is_sandbox.get(c, False) for c in live))
@@ -120,9 +120,8 @@ def collect(project: str, head_port: int, parallel: int, repeats: int, results: 
 
 
 def cpu_share(measured: dict, kind: str) -> float:
-    """CPU seconds per instance of one kind (an engine process's own time and its reaped children's)."""
-    used = measured["cpu"]
-    return (used.get(kind, 0.0) + used.get(f"{kind}, reaped children", 0.0)) / len(measured["rows"])
+    """CPU seconds per instance of one kind."""
+    return measured["cpu"].get(kind, 0.0) / len(measured["rows"])
 
 
 def main() -> None:

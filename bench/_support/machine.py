@@ -210,7 +210,6 @@ class EngineCpu(threading.Thread):
         self.stopping = threading.Event()
         self.first: dict[int, tuple[str, int, int]] = {}
         self.last: dict[int, tuple[str, int, int]] = {}
-        self.peak_containers = 0
 
     def start(self) -> None:
         self.machine0, self.containers0 = machine_busy_seconds(), containers_total_seconds() or 0.0
@@ -221,10 +220,10 @@ class EngineCpu(threading.Thread):
     def run(self) -> None:
         while not self.stopping.wait(self.interval):
             self.last.update(_engine_ticks())
-            self.peak_containers = max(self.peak_containers, len(live_container_ids()))
 
     def stop(self) -> dict[str, float]:
-        """CPU seconds by kind over the window: machine, containers, each engine process kind, rest."""
+        """CPU seconds by kind over the window: machine, containers, each engine process kind (dockerd's
+        and containerd's with their reaped children), rest."""
         self.stopping.set()
         self.join()
         self.last.update(_engine_ticks())
@@ -232,17 +231,10 @@ class EngineCpu(threading.Thread):
                 "containers": (containers_total_seconds() or 0.0) - self.containers0}
         for pid, (kind, own, reaped) in self.last.items():
             _, own0, reaped0 = self.first.get(pid, (kind, 0, 0))
-            used[kind] = used.get(kind, 0.0) + (own - own0) / TICKS
-            if kind in ("dockerd", "containerd"):
-                used[f"{kind}, reaped children"] = used.get(f"{kind}, reaped children", 0.0) + (reaped - reaped0) / TICKS
-        used = {kind: seconds for kind, seconds in used.items() if seconds > 0 or kind in ("machine", "containers")}
+            ticks = own - own0 + (reaped - reaped0 if kind in ("dockerd", "containerd") else 0)
+            used[kind] = used.get(kind, 0.0) + ticks / TICKS
         used["rest of the machine"] = used["machine"] - sum(s for k, s in used.items() if k != "machine")
         return used
-
-
-def container_seconds_any(container_id: str) -> float:
-    """A live container's CPU seconds (container_seconds), 0 when unknown or gone."""
-    return container_seconds(container_id) or 0.0
 
 
 def container_memory_bytes(container_id: str) -> int:

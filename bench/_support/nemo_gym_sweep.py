@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -207,8 +208,9 @@ def mocked_models(config: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def mock_model_flags(config: dict[str, Any]) -> list[str]:
-    return [flag for name in mocked_models(config) for flag in ("--model", f"{name}=mock")]
+def mock_model_flags(names: Iterable[str]) -> list[str]:
+    """`--model NAME=mock` for each of `names` (mocked_models' keys)."""
+    return [flag for name in names for flag in ("--model", f"{name}=mock")]
 
 
 def rows_without_an_agent(server_dir: Path, config: dict[str, Any]) -> str | None:

@@ -125,11 +125,8 @@ def serve_named_models(merged: DictConfig, named: list[NamedModel], origins: dic
     for entry in named:
         implementation = defined.get(entry.instance)
         if entry.url == MOCK_URL:
-            block = merged[entry.instance][MODELS][implementation] if implementation else None
-            mock: dict[str, Any] = {"entrypoint": "app.py", "mode": MOCK_MODE}
-            if block is not None and _is_true(block, TOKEN_IDS):
-                mock[TOKEN_IDS] = True
-            merged[entry.instance] = OmegaConf.create({MODELS: {MOCK: mock}})
+            replaced = merged[entry.instance][MODELS][implementation] if implementation else None
+            merged[entry.instance] = OmegaConf.create({MODELS: {MOCK: _mock_block(replaced)}})
             origins[entry.instance] = "--model"
             lines.append(f"notice: {entry.instance} is served by the built-in mock model (a fixed answer, mode "
                          f"{MOCK_MODE}; --model {entry.instance}={MOCK_URL})")
@@ -163,15 +160,13 @@ def serve_unserved_models(merged: DictConfig, named: list[NamedModel], origins: 
         if name in given or (name not in defined and name in raw):  # another server type: validate names it
             continue
         why: Optional[str] = "no config defines it"
-        mock: dict[str, Any] = {"entrypoint": "app.py", "mode": MOCK_MODE}
+        block = None
         if name in defined:
             block = merged[name][MODELS][defined[name]]
             why = _unset_endpoint(block)
             if why is None:
                 continue
-            if _is_true(block, TOKEN_IDS):  # a training model block: the mock reports token ids too
-                mock[TOKEN_IDS] = True
-        merged[name] = OmegaConf.create({MODELS: {MOCK: mock}})
+        merged[name] = OmegaConf.create({MODELS: {MOCK: _mock_block(block)}})
         origins[name] = GENERATED
         notices.append(
             f"notice: {name} (named by {', '.join(users[:2])}{' ...' if len(users) > 2 else ''}) has no endpoint "
@@ -179,6 +174,15 @@ def serve_unserved_models(merged: DictConfig, named: list[NamedModel], origins: 
             f"--model {name}=URL[,model=NAME][,api_key=KEY], or set the keys its config reads (e.g. judge_base_url, "
             "judge_api_key, judge_model_name) in env.yaml (docs/models.md)")
     return notices
+
+
+def _mock_block(replaced: Any) -> dict[str, Any]:
+    """The built-in mock's block for a model instance, in place of `replaced` (None: none defined);
+    a training model block's token ids are kept: the mock reports them too."""
+    mock: dict[str, Any] = {"entrypoint": "app.py", "mode": MOCK_MODE}
+    if replaced is not None and _is_true(replaced, TOKEN_IDS):
+        mock[TOKEN_IDS] = True
+    return mock
 
 
 def _raw(merged: DictConfig) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def test_a_judge_of_its_own_engine_or_at_a_hosted_endpoint_is_served_by_the_mock
     engine = {**mocked, "genrm_model": {"responses_api_models": {"genrm_model": {"model": "m"}}}}
     assert sweep.exclusion(folder, engine) is None
     assert sweep.mocked_models(engine) == {"genrm_model": "genrm_model, its own engine"}
-    assert sweep.mock_model_flags(engine) == ["--model", "genrm_model=mock"]
+    assert sweep.mock_model_flags(sweep.mocked_models(engine)) == ["--model", "genrm_model=mock"]
 
 
 def test_a_model_server_in_front_of_the_stacks_mock_policy_runs_and_one_at_a_hosted_endpoint_is_mocked(tmp_path):

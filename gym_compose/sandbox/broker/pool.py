@@ -169,8 +169,9 @@ class SandboxPool:
                        and (phase == DEFAULT_PHASE or self.backend.moves_phases))
         wants_warm = as_declared and image == policy.image
         session = request.metadata.get("session")
-        spare_key = (server, image, session) if session else None
-        wants_spare = as_declared and image != policy.image and policy.warm_spare_s > 0 and spare_key is not None
+        # a session's task image: its spare (or, on a cold lease, one for its next lease of it)
+        spare_key = ((server, image, session) if as_declared and session and image != policy.image
+                     and policy.warm_spare_s > 0 else None)
         cpus = request.cpu if request.cpu is not None else snapshot.cpus if snapshot else None
         memory_bytes = (request.memory_mib << 20 if request.memory_mib is not None
                         else snapshot.memory_bytes if snapshot else None)
@@ -178,7 +179,7 @@ class SandboxPool:
         asked = time.monotonic()
         deadline = asked + timeout
         sandbox = None
-        if wants_spare and spare_key is not None:
+        if spare_key is not None:
             while spare_key in self._sparing:  # started before this lease: sooner than a new one
                 await self.admission.wait_for_change(deadline)
             sandbox = self._take_spare(spare_key)
@@ -209,7 +210,7 @@ class SandboxPool:
         self.peak_leased = max(self.peak_leased, sum(1 for s in self.sandboxes.values() if s.state == "leased"))
         self.leases["warm" if warm else "cold"] += 1
         self._schedule_refill(server)
-        if wants_spare and not warm and spare_key is not None:
+        if spare_key is not None and not warm:
             self._schedule_spare(policy, spare_key)
         return sandbox, warm
 
@@ -322,8 +323,8 @@ class SandboxPool:
             raise Refused(f"{server} declared no sandboxes in the plan")
         return policy
 
-    def _take_spare(self, key: Optional[SpareKey]) -> Optional[Sandbox]:
-        sandbox = self.spares.pop(key, None) if key else None
+    def _take_spare(self, key: SpareKey) -> Optional[Sandbox]:
+        sandbox = self.spares.pop(key, None)
         if sandbox is not None and sandbox.state == "warm" and not sandbox.channel.closed.is_set():
             sandbox.spare_for = None
             return sandbox
@@ -640,9 +641,10 @@ class SandboxPool:
         pool = self.warm.get(sandbox.server)
         if pool and sandbox in pool:
             pool.remove(sandbox)
-        key = (sandbox.server, sandbox.image, sandbox.spare_for or "")
-        if self.spares.get(key) is sandbox:
-            del self.spares[key]
+        if sandbox.spare_for is not None:
+            key = (sandbox.server, sandbox.image, sandbox.spare_for)
+            if self.spares.get(key) is sandbox:
+                del self.spares[key]
 
     def _bury(self, sandbox_id: str, reason: str) -> None:
         self.tombstones[sandbox_id] = reason
