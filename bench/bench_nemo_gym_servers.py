@@ -43,6 +43,7 @@ from bench._support.nemo_gym_sweep import (
     run_bounded,
     selector,
     sweep_project,
+    unleased_sandbox,
 )
 from bench._support.sweep_report import latest_results, print_columns, print_listed
 
@@ -117,6 +118,7 @@ def run_server(tree: Path, server_dir: Path, index: int, timeout: float, logs: P
         notes = [f"rows re-routed with {extra[0]}"] if extra else []
         mocked = mocked_models(config)
         extra += mock_model_flags(mocked)
+        notes += [note] if (note := unleased_sandbox(server_dir)) else []
         notes += [f"{name} served by the built-in mock (--model {name}=mock; the config names {names})"
                   for name, names in mocked.items()]
         result["note"] = "; ".join(notes) or None

@@ -108,6 +108,15 @@ RUNS_ON_LOCAL_IMAGES = {
                  "gold patch 1.0, an empty one 0.0)",
     "swemer_v2": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config; the "
                  "gold patch 1.0, an empty one 0.0)",
+    "swe_next": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config, R2E's "
+                ".venv and r2e_tests/ added by the rows' test_patch; the gold patch 1.0, an empty one 0.0)",
+    "swemer_oml": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config, "
+                  "the rows' test_sh, grade_py and config_json written here; the gold patch 1.0, an empty one 0.0)",
+}
+# Servers that lease a sandbox only when the model calls one tool (found by reading their code): rows
+# that never offer that tool run without the image their config names.
+SANDBOX_ONLY_FOR_A_TOOL = {
+    "litmus_agent": ("stateful_python_code_exec", "app.py creates the sandbox on the tool's first call"),
 }
 # Servers whose config class requires credentials of an outside service that their YAML leaves out.
 NEEDS_CREDENTIALS = {
@@ -385,11 +394,25 @@ def sandbox_reason(server_dir: Path, config: dict[str, Any]) -> str | None:
         return (f"needs {count} from {image_registry(image)}, which this offline machine cannot reach (rows' {key}: "
                 f"{image}" + (", ..." if len(rows) > 1 else "") + f"){local}")
     configured = task_images(server_dir, config, rows=False)
-    if configured:
+    if configured and not unleased_sandbox(server_dir):
         key, image = configured[0]
         return (f"needs the image its config names ({key}: {image}), not on this machine; from "
                 f"{image_registry(image)}, which this offline machine cannot reach{local}")
     return None  # its sandboxes are gym-compose's, of the image its sandbox_config names: it runs
+
+
+def unleased_sandbox(server_dir: Path) -> str | None:
+    """Why the example rows never lease the sandbox of a server that has one only for a tool (the
+    note its sweep line carries), or None."""
+    if server_dir.name not in SANDBOX_ONLY_FOR_A_TOOL:
+        return None
+    tool, how = SANDBOX_ONLY_FOR_A_TOOL[server_dir.name]
+    for line in (server_dir / "data" / "example.jsonl").read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError, AttributeError):
+            offered = json.loads(line)["responses_create_params"].get("tools") or []
+            if any(isinstance(t, dict) and t.get("name") == tool for t in offered):
+                return None
+    return f"its sandbox is never leased: {how}, and no example row offers {tool}"
 
 
 def task_images(server_dir: Path, config: dict[str, Any], rows: bool = True) -> list[tuple[str, str]]:

@@ -10,8 +10,9 @@ swebench_pro (`docker.runtime: nemo_gym`: gym-compose has a built-in of that nam
   sandbox, taken by NeMo Gym's own `git diff` extraction) scores 1.0, the adversary's 0.0;
 - golden-patch verification (`is_verifying_golden_patch: true`): the row's gold patch scores 1.0,
   an empty patch 0.0, another task's patch (it does not apply) 0.0 with patch_applied false.
-scale_swe, swemer_v2 and swemer_v1, each through its own golden-patch set-up
-(<server>_example.yaml): the gold patch 1.0, an empty one 0.0.
+scale_swe, swemer_v2, swemer_v1, swe_next and swemer_oml, each through its own golden-patch set-up
+(<server>_example.yaml): the gold patch 1.0, an empty one 0.0 (swe_next's and swemer_oml's row
+formats: tests/support/nemo_gym_swe_rows.py).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def test_nemo_gyms_golden_patch_verification_on_local_task_images(nemo_gym_check
     assert (other["reward"], other["resolved"], other["patch_applied"]) == (0.0, False, False)
 
 
-@pytest.mark.parametrize("server", ["scale_swe", "swemer_v2", "swemer_v1"])
+@pytest.mark.parametrize("server", ["scale_swe", "swemer_v2", "swemer_v1", "swe_next", "swemer_oml"])
 def test_nemo_gyms_golden_patch_validation_config_on_local_task_images(nemo_gym_checkout, tmp_path,  # noqa: F811
                                                                       server):
     # NeMo Gym's own golden-patch set-up: <server>_example.yaml's simple_agent and the
@@ -82,5 +83,5 @@ def test_nemo_gyms_golden_patch_validation_config_on_local_task_images(nemo_gym_
         remove_project(project)
     by_patch = {row["patch"]: row for row in rollouts}
     golden, empty = (by_patch[patch] for patch in patches)
-    assert (golden["reward"], golden["resolved"]) == (1.0, True), (golden["error"], golden["test_output"][-2000:])
+    assert (golden["reward"], golden["resolved"]) == (1.0, True), (golden["error"], golden.get("test_output", "")[-2000:])
     assert (empty["reward"], empty["resolved"]) == (0.0, False)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.e2e import docker_ps_all, free_port, gym_compose, labelled
+from tests.support.nemo_gym_swe_rows import swe_next_fields, swemer_oml_fields
 
 REPO = Path(__file__).resolve().parents[2]
 MINI_ROWS = REPO / "benchmarks" / "swebench_mini" / "data" / "swebench_mini.jsonl"
@@ -45,7 +46,7 @@ def _swemer_fields(mini: dict[str, Any]) -> dict[str, Any]:
 
 
 SERVER_FIELDS = {"swebench_pro": lambda mini: {}, "scale_swe": _scale_swe_fields, "swemer_v1": _swemer_fields,
-                 "swemer_v2": _swemer_fields}
+                 "swemer_v2": _swemer_fields, "swe_next": swe_next_fields, "swemer_oml": swemer_oml_fields}
 
 
 def nemo_gym_row(nemo_gym: Path, task: str, server: str = "swebench_pro", **changes: Any) -> dict[str, Any]:

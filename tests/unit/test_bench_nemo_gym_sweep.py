@@ -150,6 +150,22 @@ def test_an_inline_providers_own_credentials_are_no_reason(tmp_path):
     assert sweep.exclusion(folder, config) is None
 
 
+def test_a_sandbox_leased_only_by_a_tool_no_row_offers_needs_no_image_but_one_row_offering_it_does(tmp_path):
+    folder = tmp_path / "litmus_agent"
+    (folder / "data").mkdir(parents=True)
+    plain = {"responses_create_params": {"input": "hi"}, "agent_ref": {"name": "litmus_simple_agent"}}
+    (folder / "data" / "example.jsonl").write_text(json.dumps(plain) + "\n")
+    config = {"litmus_agent": {"resources_servers": {"litmus_agent": {
+        "sandbox_provider": {"opensandbox": {"connection": {"domain": "x"}}}, "sandbox_spec": {"image": "docker.io/library/python:3.12-slim"}}}}}
+    assert sweep.exclusion(folder, config) is None
+    assert "no example row offers stateful_python_code_exec" in sweep.unleased_sandbox(folder)
+    tool = {"type": "function", "name": "stateful_python_code_exec", "parameters": {}}
+    offering = {**plain, "responses_create_params": {"input": "hi", "tools": [tool]}}
+    (folder / "data" / "example.jsonl").write_text(json.dumps(plain) + "\n" + json.dumps(offering) + "\n")
+    assert sweep.unleased_sandbox(folder) is None
+    assert "python:3.12-slim" in sweep.exclusion(folder, config)
+
+
 def test_rows_pinning_images_by_digest_name_the_repository_and_a_local_proof(tmp_path):
     folder = tmp_path / "swebench_pro"
     (folder / "data").mkdir(parents=True)
