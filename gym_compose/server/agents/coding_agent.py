@@ -132,6 +132,12 @@ class CodingAgent(BaseServer):
 
         descriptor = seed.get("sandbox_descriptor") if isinstance(seed, dict) else None
         if not isinstance(descriptor, dict) or not descriptor.get("sandbox_id"):
+            if isinstance(seed, dict) and seed.get("sandbox_handle"):
+                # NeMo Gym's harness agents connect to a bare id; the broker lets another server into
+                # a sandbox only with the grant its owner's descriptor carries (sandbox/tokens.py)
+                raise NoSandbox(f"{self.config.resources_server.name} handed over only a sandbox_handle in "
+                                "/seed_session, an id without the grant that lets another server use its sandbox; "
+                                "coding_agent needs the sandbox_descriptor of the sandbox's serialize()")
             raise NoSandbox(f"{self.config.resources_server.name} handed over no sandbox in /seed_session "
                             "(sandbox_descriptor); coding_agent needs a resources server that leases one per session")
         return await AsyncSandbox.connect(descriptor)
