@@ -129,6 +129,8 @@ def declaration_of(instance: ServerInstance, source_dir: Optional[Path],
             fields[key] = {str(k): str(v) for k, v in fields[key].items()}
     if fields.get("user") is not None:
         fields["user"] = str(fields["user"])
+    if fields.get("workdir") is not None:
+        fields["workdir_declared"] = True
     _warn_unknown(where, block, notices)
     _check_fork_from_seed(where, block.get("fork_from_seed"))
     try:

@@ -65,6 +65,8 @@ class SandboxPolicy(BaseModel):
     memory_bytes: int = 512 << 20
     pids: int = 256
     workdir: str = "/work"
+    # sandbox_config names workdir: a lease that names none works there, not in its image's WORKDIR
+    workdir_declared: bool = False
     read_only: bool = False
     workdir_size_bytes: int = 256 << 20  # the work folder's tmpfs size when read_only
     network: NetworkPolicy = "internal"

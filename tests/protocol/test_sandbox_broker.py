@@ -171,6 +171,26 @@ async def test_a_lease_waiting_for_a_slot_evicts_a_spare(tmp_path):
 
 
 @run_async
+async def test_a_lease_naming_no_workdir_works_in_its_images_workdir_unless_the_plan_names_one(tmp_path):
+    repository = tmp_path / "app"  # the task image's WORKDIR (NeMo Gym: "default to the container's WORKDIR")
+    repository.mkdir()
+    pool, engine = await opened(tmp_path, policy(tmp_path, allowed_images=["swe/*"]),
+                                policy(tmp_path, "declared", allowed_images=["swe/*"], workdir_declared=True))
+    engine.image_workdirs["swe/task-1"] = str(repository)
+    try:
+        sandbox, _ = await pool.lease("coder", LeaseRequest(image="swe/task-1"))
+        assert sandbox.workdir == str(repository) and sandbox.describe()["workdir"] == str(repository)
+        assert (await pool.exec(sandbox, ExecRequest(command="pwd")))["stdout"] == f"{repository}\n"
+        named, _ = await pool.lease("coder", LeaseRequest(image="swe/task-1", workdir=str(tmp_path)))
+        assert named.workdir == str(tmp_path)  # the lease's own wins
+        plain, _ = await pool.lease("coder", LeaseRequest())  # an image with no WORKDIR: the policy's
+        declared, _ = await pool.lease("declared", LeaseRequest(image="swe/task-1"))  # sandbox_config's wins
+        assert plain.workdir == declared.workdir == str(tmp_path)
+    finally:
+        await pool.close()
+
+
+@run_async
 async def test_cap_makes_a_lease_wait_for_a_release_and_fail_after_its_ready_timeout(tmp_path):
     pool, engine = await opened(tmp_path, policy(tmp_path, ready_timeout_s=30), max_live=2)
     try:

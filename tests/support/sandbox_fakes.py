@@ -34,6 +34,7 @@ class FakeBackend:
         self.committed: dict[str, dict[str, str]] = {}  # image -> labels (snapshots)
         self.image_ids: dict[str, str] = {}  # a committed image's id -> its repository:tag
         self.image_sizes: dict[str, int] = {}  # default 1 GiB
+        self.image_workdirs: dict[str, str] = {}  # an image's WORKDIR (default: none)
         self.removed_images: list[str] = []  # by the image budget
         self.paused: set[str] = set()
         self.network_calls: list[tuple[str, str, Optional[str], Optional[str]]] = []  # (call, name, leave, join)
@@ -55,6 +56,9 @@ class FakeBackend:
 
     async def network_exists(self, name: str) -> bool:
         return True
+
+    async def image_workdir(self, image: str) -> Optional[str]:
+        return self.image_workdirs.get(image)
 
     async def create(self, config: dict[str, Any], name: str) -> str:
         if not await self.image_exists(config["Image"]):

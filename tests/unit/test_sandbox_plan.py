@@ -124,7 +124,9 @@ def test_nemo_gym_sandbox_config_and_provider_block(roots):
     stack = plan_stack(data, roots, StackOptions(project="p"))
     server = stack.sandboxes.server("coder")
     assert server.image == "my/img:1" and server.policy.cpus == 2 and server.policy.memory_bytes == 1 << 30
-    assert server.policy.ttl_s == 600
+    assert server.policy.ttl_s == 600 and not server.policy.workdir_declared  # leases work in the image's WORKDIR
+    declared = plan_stack(config({"workdir": "/srv/task"}), roots, StackOptions(project="p")).sandboxes.server("coder")
+    assert (declared.policy.workdir, declared.policy.workdir_declared) == ("/srv/task", True)
     notices = "\n".join(stack.sandboxes.notices)
     assert "sandbox provider 'docker'" in notices and "disk_gib is not enforced" in notices
     assert "provider_options (pull) are not used" in notices

@@ -85,6 +85,10 @@ class SandboxBackend(Protocol):
         """Bytes the image takes on the engine (0 where the backend does not hold images itself)."""
         ...
 
+    async def image_workdir(self, image: str) -> Optional[str]:
+        """The image's WORKDIR (None where it names none, or the backend cannot read it)."""
+        ...
+
     async def remove_unused_image(self, image: str) -> bool:
         """Remove an image no container uses (a pulled task image, for the image budget); False when one
         does, or when the backend leaves images to its nodes (Kubernetes)."""

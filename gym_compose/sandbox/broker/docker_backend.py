@@ -62,6 +62,13 @@ class DockerBackend:
             return False
         return True
 
+    async def image_workdir(self, image: str) -> Optional[str]:
+        try:
+            attributes = await self.call(self.api.inspect_image, image)
+        except NotFound:
+            return None
+        return (attributes.get("Config") or {}).get("WorkingDir") or None
+
     async def pull(self, image: str, progress: Callable[[str], None]) -> None:
         """Pull `image` from its registry, calling `progress` with a line now and then. A pull that
         makes no progress for `pull_stall_s` (no event from the engine: no bytes, no step) is given

@@ -153,6 +153,9 @@ class KubernetesBackend:
     async def remove_image(self, image: str) -> None:
         return None
 
+    async def image_workdir(self, image: str) -> Optional[str]:
+        return None  # images live on the nodes, out of the broker's sight: leases keep the policy's workdir
+
     async def image_size(self, image: str) -> int:
         return 0  # the kubelet pulls and evicts images (its own image garbage collection)
 

@@ -96,6 +96,7 @@ class SandboxPool:
         self.callers = Incarnations()
         self.image_cache = ImageCache(settings.image_cache_bytes)
         self._removals: dict[str, asyncio.Task] = {}  # pulled images being removed for the budget
+        self._image_workdirs: dict[str, Optional[str]] = {}
 
     @property
     def live(self) -> int:
@@ -200,7 +201,8 @@ class SandboxPool:
         sandbox.lease_wait_s = sandbox.leased_at - asked
         if warm:  # its image was pulled before this rollout asked
             sandbox.pull_wait_s = 0.0
-        sandbox.workdir = request.workdir or (snapshot.workdir if snapshot else policy.workdir)
+        sandbox.workdir = request.workdir or (snapshot.workdir if snapshot else await self._default_workdir(policy,
+                                                                                                  sandbox.image))
         if request.workdir and request.workdir != policy.workdir:
             made = await self.exec(sandbox, ExecRequest(command=f"mkdir -p -- '{request.workdir}'", cwd="/"))
             if made["return_code"] != 0:
@@ -213,6 +215,16 @@ class SandboxPool:
         if spare_key is not None and not warm:
             self._schedule_spare(policy, spare_key)
         return sandbox, warm
+
+    async def _default_workdir(self, policy: SandboxPolicy, image: str) -> str:
+        """Where a lease that names no workdir works: the one sandbox_config names, else its image's
+        WORKDIR as `docker run` and NeMo Gym's providers use it (a task image's repository), else the
+        policy's /work. A read-only sandbox stays in its writable work folder."""
+        if policy.workdir_declared or policy.read_only:
+            return policy.workdir
+        if image not in self._image_workdirs:
+            self._image_workdirs[image] = await self.backend.image_workdir(image)
+        return self._image_workdirs[image] or policy.workdir
 
     async def _warm_or_slot(self, server: str, wants_warm: bool, deadline: float) -> Optional[Sandbox]:
         """A sandbox from the server's warm pool, or None once a max_live slot is reserved for a start."""
