@@ -112,6 +112,12 @@ RUNS_ON_LOCAL_IMAGES = {
                 ".venv and r2e_tests/ added by the rows' test_patch; the gold patch 1.0, an empty one 0.0)",
     "swemer_oml": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config, "
                   "the rows' test_sh, grade_py and config_json written here; the gold patch 1.0, an empty one 0.0)",
+    "deepswe": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its tasks written in DeepSWE's "
+               "layout to the task store prepare.py fills, gym-compose's coding agent with the mock model: a "
+               "committed fix 1.0, a wrong committed change or none 0.0)",
+    "denovo_swe": "tests/e2e/test_nemo_gym_swe_servers.py (swebench_mini's images, its own golden-patch config, "
+                  "which grades the image's own source: an image of the fixed repository 1.0, the task's own "
+                  "image 0.0)",
 }
 # Servers that lease a sandbox only when the model calls one tool (found by reading their code): rows
 # that never offer that tool run without the image their config names.

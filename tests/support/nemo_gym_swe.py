@@ -10,11 +10,12 @@ coding agent and the mock model."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 from tests.support.e2e import docker_ps_all, free_port, gym_compose, labelled
-from tests.support.nemo_gym_swe_rows import swe_next_fields, swemer_oml_fields
+from tests.support.nemo_gym_swe_rows import deepswe_fields, denovo_swe_fields, swe_next_fields, swemer_oml_fields
 
 REPO = Path(__file__).resolve().parents[2]
 MINI_ROWS = REPO / "benchmarks" / "swebench_mini" / "data" / "swebench_mini.jsonl"
@@ -46,7 +47,9 @@ def _swemer_fields(mini: dict[str, Any]) -> dict[str, Any]:
 
 
 SERVER_FIELDS = {"swebench_pro": lambda mini: {}, "scale_swe": _scale_swe_fields, "swemer_v1": _swemer_fields,
-                 "swemer_v2": _swemer_fields, "swe_next": swe_next_fields, "swemer_oml": swemer_oml_fields}
+                 "swemer_v2": _swemer_fields, "swe_next": swe_next_fields, "swemer_oml": swemer_oml_fields,
+                 "deepswe": deepswe_fields,
+                 "denovo_swe": lambda mini: denovo_swe_fields(mini, MINI_TASKS / mini["dockerhub_tag"])}
 
 
 def nemo_gym_row(nemo_gym: Path, task: str, server: str = "swebench_pro", **changes: Any) -> dict[str, Any]:
@@ -58,30 +61,56 @@ def nemo_gym_row(nemo_gym: Path, task: str, server: str = "swebench_pro", **chan
     return {**{key: filled.get(key, "") for key in example}, **changes}
 
 
-def local_image_overrides(*extra: str, instance: str = SERVER, implementation: str = "swebench_pro") -> list[str]:
+def local_image_overrides(*extra: str, instance: str = SERVER, implementation: str = "swebench_pro",
+                          folder: Path = MINI_TASKS, evaluation_timeout: int | None = 300) -> list[str]:
     """Config only, NeMo Gym's code unchanged: task images built from swebench_mini's task folders
-    (`swebench-mini:<task>`) instead of a registry's, and sandbox limits this machine has (NeMo Gym's
-    configs ask for 4 CPUs and 16-30 GiB each); for swebench_pro also its own code (gym-compose has a
-    built-in of that name) and the repository its image names use."""
+    (`swebench-mini:<task>`; or from `folder`'s) instead of a registry's, and sandbox limits this
+    machine has (NeMo Gym's configs ask for 4 CPUs and 16-30 GiB each); for swebench_pro also its own
+    code (gym-compose has a built-in of that name) and the repository its image names use.
+    `evaluation_timeout`: None for a server without that key (deepswe: its tasks give theirs)."""
     key = f"++{instance}.resources_servers.{implementation}"
     own = [f"{key}.docker.runtime=nemo_gym", f"{key}.image_repository=swebench-mini"] \
         if implementation == "swebench_pro" else []
     return [*own,
-            f"{key}.sandbox_config.task_images.folder={MINI_TASKS}",
+            f"{key}.sandbox_config.task_images.folder={folder}",
             f"{key}.sandbox_config.task_images.repository=swebench-mini",
             f"{key}.sandbox_config.resources.cpu=1",
             f"{key}.sandbox_config.resources.memory_mib=1024",
             f"{key}.sandbox_config.network=none",
-            f"{key}.evaluation_timeout=300",
+            *([f"{key}.evaluation_timeout={evaluation_timeout}"] if evaluation_timeout is not None else []),
             *extra]
 
-AGENT = ["--agent-type", "coding_agent", f"++coding_agent.responses_api_agents.coding_agent.resources_server.name={SERVER}",
-         "++agent_name=coding_agent"]
+
+def coding_agent(instance: str = SERVER) -> list[str]:
+    """gym-compose's coding agent, in front of the resources server instance `instance`."""
+    return ["--agent-type", "coding_agent",
+            f"++coding_agent.responses_api_agents.coding_agent.resources_server.name={instance}",
+            "++agent_name=coding_agent"]
+
+
+AGENT = coding_agent()
 
 
 def with_mock_mode(row: dict[str, Any], mode: str) -> dict[str, Any]:
     """The row, played by the mock model in `mode` (oracle, adversary, plain; docs/swe.md)."""
     return {**row, "responses_create_params": {**row["responses_create_params"], "metadata": {"gym_mock_mode": mode}}}
+
+
+def with_mock_script(row: dict[str, Any], *turns: dict[str, Any]) -> dict[str, Any]:
+    """The row, played by the mock model turn by turn: each turn `{"tool": NAME, "arguments": {...}}`."""
+    metadata = {"gym_mock_script": json.dumps(list(turns)), "gym_mock_mode": "plain"}
+    return {**row, "responses_create_params": {**row["responses_create_params"], "metadata": metadata}}
+
+
+def task_folders_with_solved(into: Path, task: str) -> Path:
+    """`into`, a task image folder: swebench_mini's task folder `task` as it is, and `<task>_solved`,
+    its repository with the task's fix over it (image `swebench-mini:<task>_solved`)."""
+    source = MINI_TASKS / task
+    caches = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(source, into / task, ignore=caches)
+    shutil.copytree(source / "repo", into / f"{task}_solved" / "repo", ignore=caches)
+    shutil.copytree(source / "fix", into / f"{task}_solved" / "repo", ignore=caches, dirs_exist_ok=True)
+    return into
 
 
 def run_swebench_pro(nemo_gym: Path, project: str, tmp_path: Path, rows: list[dict[str, Any]],
