@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from datetime import datetime, timezone
@@ -37,6 +38,8 @@ def read_progress(output_dir: str | Path) -> dict[str, Any] | None:
 
 class ProgressTracker:
     """Counts a run's rollouts and writes progress.json at most every MIN_INTERVAL_S, and at the end.
+    A count that comes sooner is written once the interval is over (on the running event loop), so
+    the file never lags behind a burst that nothing follows (a run waiting on a slow or held model).
 
     `done` counts successful rollouts, those of earlier runs included (resume); `failed` counts
     rollouts whose latest attempt in this run failed; `rollouts_per_second` is this run's pace.
@@ -55,6 +58,7 @@ class ProgressTracker:
         self._started_monotonic = time.monotonic()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._last_write = 0.0
+        self._trailing: asyncio.TimerHandle | None = None
         self._callback = callback
 
     def record_success(self, result: dict[str, Any]) -> None:
@@ -84,6 +88,9 @@ class ProgressTracker:
         }
 
     def write(self, finished: bool = False) -> None:
+        if self._trailing is not None:
+            self._trailing.cancel()
+            self._trailing = None
         snapshot = self.snapshot(finished)
         write_atomically(self.path, orjson.dumps(snapshot))
         self._last_write = time.monotonic()
@@ -91,5 +98,12 @@ class ProgressTracker:
             self._callback(snapshot)
 
     def _maybe_write(self) -> None:
-        if time.monotonic() - self._last_write >= MIN_INTERVAL_S:
+        wait = MIN_INTERVAL_S - (time.monotonic() - self._last_write)
+        if wait <= 0:
             self.write()
+        elif self._trailing is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a synchronous caller): the next count or the end writes it
+                return
+            self._trailing = loop.call_later(wait, self.write)
