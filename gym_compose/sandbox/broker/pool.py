@@ -201,8 +201,12 @@ class SandboxPool:
         sandbox.lease_wait_s = sandbox.leased_at - asked
         if warm:  # its image was pulled before this rollout asked
             sandbox.pull_wait_s = 0.0
-        sandbox.workdir = request.workdir or (snapshot.workdir if snapshot else await self._default_workdir(policy,
-                                                                                                  sandbox.image))
+        if request.workdir:
+            sandbox.workdir = request.workdir
+        elif snapshot is not None:
+            sandbox.workdir = snapshot.workdir
+        else:
+            sandbox.workdir = await self._default_workdir(policy, sandbox.image)
         if request.workdir and request.workdir != policy.workdir:
             made = await self.exec(sandbox, ExecRequest(command=f"mkdir -p -- '{request.workdir}'", cwd="/"))
             if made["return_code"] != 0:
