@@ -45,7 +45,7 @@ from tests.support.nemo_gym_swe import (
     with_mock_mode,
     with_mock_script,
 )
-from tests.support.nemo_gym_swe_rows import DEEPSWE_TASKS, write_deepswe_store
+from tests.support.nemo_gym_swe_rows import DEEPSWE_TASKS, task_tests, write_deepswe_store
 
 pytestmark = [pytest.mark.docker, BUILDS_NEMO_GYM_RUNTIME]
 
@@ -133,7 +133,7 @@ def test_nemo_gyms_deepswe_grades_the_agents_committed_work(nemo_gym_checkout, p
     scored = {case_of[r["responses_create_params"]["metadata"]["gym_mock_script"]]: r for r in rollouts}
     for case, task in (("fix", first), ("fix2", second)):
         mini, rollout = minis[task], scored[case]
-        f2p, p2p = json.loads(mini["fail_to_pass"]), json.loads(mini["pass_to_pass"])
+        _, f2p, p2p = task_tests(mini)
         # NeMo Gym's response fields: its task store's id, the patch its collect hook took from the
         # agent's sandbox (committed work), and the counts its verifier read from the task's grader
         assert (rollout["reward"], rollout["evaluation_completed"], rollout["apply_failed"]) == (1.0, True, False), \
@@ -144,7 +144,7 @@ def test_nemo_gyms_deepswe_grades_the_agents_committed_work(nemo_gym_checkout, p
         assert (rollout["f2p_passed"], rollout["f2p_total"], rollout["p2p_passed"], rollout["p2p_total"]) == \
             (len(f2p), len(f2p), len(p2p), len(p2p))
     wrong, none = scored["wrong"], scored["none"]
-    f2p = json.loads(minis[first]["fail_to_pass"])
+    _, f2p, _ = task_tests(minis[first])
     assert (wrong["reward"], wrong["evaluation_completed"], wrong["apply_failed"]) == (0.0, True, False)
     assert "+# not a fix" in wrong["model_patch"] and wrong["f2p_passed"] < len(f2p) == wrong["f2p_total"]
     assert (none["reward"], none["evaluation_completed"], none["model_patch_bytes"]) == (0.0, True, 0)
@@ -169,7 +169,7 @@ def test_nemo_gyms_denovo_swe_golden_path_grades_the_images_own_source(nemo_gym_
         remove_project(project)
     by_id = {row["instance_id"]: row for row in rollouts}
     good, bad = by_id[solved["instance_id"]], by_id[buggy["instance_id"]]
-    f2p, p2p = json.loads(mini_rows()[task]["fail_to_pass"]), json.loads(mini_rows()[task]["pass_to_pass"])
+    _, f2p, p2p = task_tests(mini_rows()[task])
     assert (good["reward"], good["resolved"], good["evaluation_completed"]) == (1.0, True, True), \
         (good["error"], good["test_output"][-2000:])
     assert (bad["reward"], bad["resolved"], bad["evaluation_completed"]) == (0.0, False, True), bad["error"]

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.e2e import docker_ps_all, free_port, gym_compose, labelled
-from tests.support.nemo_gym_swe_rows import deepswe_fields, denovo_swe_fields, swe_next_fields, swemer_oml_fields
+from tests.support.nemo_gym_swe_rows import (
+    deepswe_fields,
+    denovo_swe_fields,
+    swe_next_fields,
+    swemer_oml_fields,
+    task_tests,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MINI_ROWS = REPO / "benchmarks" / "swebench_mini" / "data" / "swebench_mini.jsonl"
@@ -40,10 +46,10 @@ def _scale_swe_fields(mini: dict[str, Any]) -> dict[str, Any]:
 
 def _swemer_fields(mini: dict[str, Any]) -> dict[str, Any]:
     """swemer_v1/v2's rows name their own image, working directory, test framework and test command."""
-    files = " ".join(json.loads(mini["selected_test_files_to_run"]))
+    files, fail_to_pass, pass_to_pass = task_tests(mini)
     return {"image_ref": f"swebench-mini:{mini['dockerhub_tag']}", "workdir": "/app", "language": "python",
-            "test_framework": "pytest", "test_command": f"python -m pytest -rA {files}",
-            "FAIL_TO_PASS": json.loads(mini["fail_to_pass"]), "PASS_TO_PASS": json.loads(mini["pass_to_pass"])}
+            "test_framework": "pytest", "test_command": f"python -m pytest -rA {' '.join(files)}",
+            "FAIL_TO_PASS": fail_to_pass, "PASS_TO_PASS": pass_to_pass}
 
 
 SERVER_FIELDS = {"swebench_pro": lambda mini: {}, "scale_swe": _scale_swe_fields, "swemer_v1": _swemer_fields,

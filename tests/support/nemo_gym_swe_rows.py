@@ -21,7 +21,7 @@ from typing import Any
 IMAGE_PYTHON = "/usr/bin/python3"  # Debian's interpreter in every swebench_mini image
 
 
-def _tests(mini: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+def task_tests(mini: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
     """The task's test files, FAIL_TO_PASS and PASS_TO_PASS (pytest node ids)."""
     return (json.loads(mini["selected_test_files_to_run"]), json.loads(mini["fail_to_pass"]),
             json.loads(mini["pass_to_pass"]))
@@ -50,7 +50,7 @@ def _r2e_key(test_id: str) -> str:
 
 
 def swe_next_fields(mini: dict[str, Any]) -> dict[str, Any]:
-    files, fail_to_pass, pass_to_pass = _tests(mini)
+    files, fail_to_pass, pass_to_pass = task_tests(mini)
     test_patch = mini["test_patch"] if mini["test_patch"].endswith("\n") else mini["test_patch"] + "\n"
     test_patch += _symlink_section(".venv/bin/python", IMAGE_PYTHON)
     for file in files:
@@ -146,7 +146,7 @@ if __name__ == "__main__":
 
 
 def swemer_oml_fields(mini: dict[str, Any]) -> dict[str, Any]:
-    files, fail_to_pass, pass_to_pass = _tests(mini)
+    files, fail_to_pass, pass_to_pass = task_tests(mini)
     workdir = "/app"
     test_dirs = sorted({posixpath.dirname(file) or "." for file in files})
     test_sh = MINI_TEST_SH.format(task=mini["dockerhub_tag"], workdir=workdir, base=shlex.quote(mini["base_commit"] or "HEAD"),
@@ -247,7 +247,7 @@ def deepswe_fields(mini: dict[str, Any]) -> dict[str, Any]:
 def deepswe_task_files(mini: dict[str, Any]) -> dict[str, str]:
     """The task folder (relative path -> text) of a swebench_mini task in DeepSWE's layout."""
     task, base, image = mini["dockerhub_tag"], mini["base_commit"], f"swebench-mini:{mini['dockerhub_tag']}"
-    files, fail_to_pass, pass_to_pass = _tests(mini)
+    files, fail_to_pass, pass_to_pass = task_tests(mini)
     collect = ("cd /app && mkdir -p /logs/artifacts && git config --global --add safe.directory /app "
                f"&& git diff --binary {base} HEAD > /logs/artifacts/model.patch")
     toml = (f'schema_version = "1.3"\n\n[task]\nname = "gym-compose/{deepswe_task_id(mini)}"\n'
@@ -329,7 +329,7 @@ def _new_files_diff(files: dict[str, str]) -> str:
 def denovo_swe_fields(mini: dict[str, Any], task_dir: Path) -> dict[str, Any]:
     """`task_dir`: the task's folder (benchmarks/swebench_mini/tasks/<task>): its repository's test
     files, with the hidden tests over them, make the test_patch."""
-    _, fail_to_pass, pass_to_pass = _tests(mini)
+    _, fail_to_pass, pass_to_pass = task_tests(mini)
     tests = {path.relative_to(root).as_posix(): path.read_text()
              for root in (task_dir / "repo", task_dir / "hidden_tests") for path in sorted(root.rglob("*.py"))
              if "__pycache__" not in path.parts and _is_test_file(path.relative_to(root).as_posix())}
