@@ -23,6 +23,7 @@ from gym_compose.plan.model import COLLECTOR_SERVICE
 from gym_compose.plan.sandbox_names import BROKER_SERVICE
 from gym_compose.runs.progress_display import ProgressDisplay
 from gym_compose.runs.pull_progress import PullProgress
+from gym_compose.stack.dead_servers import dead_server_logs
 from gym_compose.stack.teardown import uninterruptible
 
 COLLECTOR_LOG = "collector.log"
@@ -137,10 +138,8 @@ def watch(stack: DeployedStack, collector: RunningProcess, run_dir: Path, servic
             say(f"warning: server {service} is paused; its rollouts wait for it (until "
                 "peer_request_timeout_seconds) unless it is unpaused")
         reported_paused = set(check.paused)
-        reason = report_dead_servers(stack, check.since(lost_before), display)
+        reason = report_dead_servers(stack, check.since(lost_before), display, collector)
         if reason is not None:
-            collector.tell({"stop": reason})
-            collector.close_stdin()
             return reason
     if code == 1:  # rollouts failed: a server that died faster than the next look is named all the same
         return report_dead_servers(stack, stack.check_stack(services).since(lost_before), display,
@@ -149,18 +148,21 @@ def watch(stack: DeployedStack, collector: RunningProcess, run_dir: Path, servic
 
 
 def report_dead_servers(stack: DeployedStack, check: StackCheck, display: ProgressDisplay,
-                        run_ended: bool = False) -> str | None:
-    """Why the run stops when servers died (with their last log lines said), else None."""
+                        collector: RunningProcess | None = None, run_ended: bool = False) -> str | None:
+    """Why the run stops when servers died, else None. A running `collector` is told to stop
+    first (its rollouts in flight fail at once), then the servers' last log lines are said:
+    reading them can take seconds (a lost swarm node's)."""
     if not (check.dead or check.empty):
         return None
     reason = ("; ".join(stack.describe_death(state) for state in check.dead)
               or "every server of the stack is gone")
+    if collector is not None:
+        collector.tell({"stop": reason})
+        collector.close_stdin()
     display.close()
     say(f"error: {reason}" + ("" if run_ended else "; stopping the run"))
-    for state in check.dead:
-        if state.state != "missing":
-            say(f"  last log lines of {state.service}:")
-            say("\n".join(stack.log_tail(state.service)) or "      (none)")
+    for line in dead_server_logs(stack, check.dead):
+        say(line)
     return reason
 
 

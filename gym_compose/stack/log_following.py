@@ -6,6 +6,7 @@ from gym_compose.console import say
 from gym_compose.engine.clock import SYSTEM_CLOCK, Clock
 from gym_compose.engine.targets.deployed_stack import DeployedStack, RunningProcess, ServiceState
 from gym_compose.errors import UserError
+from gym_compose.stack.dead_servers import dead_server_logs
 from gym_compose.stack.state import existing_project
 from gym_compose.stack.teardown import STOP_GRACE_SECONDS, stop_and_remove
 
@@ -35,8 +36,9 @@ def attach(stack: DeployedStack, services: list[str], clock: Clock = SYSTEM_CLOC
         if logs is not None:
             logs.stop(grace_seconds=5)
         for state in dead:
-            say(f"error: {stack.describe_death(state)}; last log lines:")
-            say("\n".join(stack.log_tail(state.service)))
+            say(f"error: {stack.describe_death(state)}")
+        for line in dead_server_logs(stack, dead):
+            say(line)
         stop_and_remove(stack)
     if dead:
         raise UserError("a server died; the stack was stopped", hint="see the log lines above", exit_code=1)
