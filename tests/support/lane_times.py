@@ -1,7 +1,7 @@
 """Where a test run's minutes go, per worker: each module's start and end, for balancing the lanes
 (tests/conftest.py's LANES).
 
-    PYTEST_ADDOPTS="-p tests.support.lane_times" LANE_TIMES=/tmp/lanes.jsonl .venv/bin/pytest
+    PYTHONPATH=. PYTEST_ADDOPTS="-p tests.support.lane_times" LANE_TIMES=/tmp/lanes.jsonl .venv/bin/pytest
     .venv/bin/python -m tests.support.lane_times /tmp/lanes.jsonl
 
 The plugin appends one line per test (worker, module, seconds from the session's start at its
