@@ -4,10 +4,12 @@ nothing skips."""
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -140,9 +142,27 @@ def pytest_runtest_protocol(item, nextitem):
     lanes = _lane_holds(item.config.rootpath)
     if docker:
         lanes.started(_module_name(item))
+    started = time.time()
     yield
     if docker and (nextitem is None or nextitem.fspath != item.fspath):
         lanes.finished(_module_name(item))
+    _record_lane_time(item, started)
+
+
+# LANE_TIMES=FILE: each test's worker, module, start and end (seconds from the session's start)
+# appended to FILE, for balancing LANES (summary: `python -m tests.support.lane_times FILE`).
+# Suites this one starts in a copy of this file record nothing: their rootpath is not its parent.
+_SESSION_START = float(os.environ.setdefault("LANE_TIMES_EPOCH", str(time.time())))  # workers inherit it
+
+
+def _record_lane_time(item, started: float) -> None:
+    path = os.environ.get("LANE_TIMES")
+    if not path or Path(item.config.rootpath) != Path(__file__).resolve().parents[1]:
+        return
+    record = {"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "module": _module_name(item),
+              "start": round(started - _SESSION_START, 2), "end": round(time.time() - _SESSION_START, 2)}
+    with open(path, "a") as sink:
+        sink.write(json.dumps(record) + "\n")
 
 
 def pytest_sessionfinish(session):

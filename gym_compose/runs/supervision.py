@@ -80,9 +80,15 @@ def run_collector(stack: DeployedStack, run_dir: Path, services: Sequence[str]) 
     which keeps what it finished, and removes its container."""
     log_path = run_dir / COLLECTOR_LOG
     with open(log_path, "a", encoding="utf-8", errors="replace") as log:
-        collector = stack.run_one_off(COLLECTOR_SERVICE, log)
         # The broker may pull a task's image for minutes: say so, or the run seems to stand still.
+        # Followed from before the collector starts, so its first lease's pull is in the log too.
         pulls = PullProgress.follow(stack, run_dir) if BROKER_SERVICE in services else None
+        try:
+            collector = stack.run_one_off(COLLECTOR_SERVICE, log)
+        except BaseException:
+            if pulls is not None:
+                pulls.stop()
+            raise
         display = ProgressDisplay(notices=pulls)
         stopped_for = None
         try:

@@ -29,3 +29,41 @@ def test_new_whole_lines_once(tmp_path):
         log.write("eap-images:a in 59.0 s\n")
         log.flush()
         assert progress.new_lines() == ["pulled docker.io/jefzda/sweap-images:a in 59.0 s"]
+
+
+def test_the_brokers_log_is_followed_from_before_the_collector_starts(tmp_path, monkeypatch):
+    """A pull logged while the log follower is still attaching must reach the run folder: the
+    follower reads from a moment before the collector (whose leases make the broker pull) starts."""
+    from datetime import datetime, timezone
+
+    from gym_compose.engine.targets import compose_project
+    from gym_compose.plan.model import COLLECTOR_SERVICE
+    from gym_compose.plan.sandbox_names import BROKER_SERVICE
+    from gym_compose.runs import supervision
+
+    events: list = []
+
+    class Started:
+        def stop(self, grace_seconds):
+            return 0
+
+    def start_docker(args, stdout=None, **kwargs):
+        events.append(("follow", args, datetime.now(timezone.utc)))
+        return Started()
+
+    monkeypatch.setattr(compose_project, "start_docker", start_docker)
+
+    class Stack(compose_project.ComposeProject):
+        def run_one_off(self, service, log, args=()):
+            events.append(("collector", service, datetime.now(timezone.utc)))
+            raise RuntimeError("the engine refused the collector")
+
+    stack = Stack("p")
+    try:
+        supervision.run_collector(stack, tmp_path, services=[BROKER_SERVICE, "agent"])
+    except RuntimeError:
+        pass
+    (follow, args, _), (collector, service, collector_started) = events
+    assert (follow, collector, service) == ("follow", "collector", COLLECTOR_SERVICE)
+    since = datetime.strptime(args[args.index("--since") + 1], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    assert since <= collector_started and "--tail" not in args and args[-1] == BROKER_SERVICE

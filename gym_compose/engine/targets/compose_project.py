@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
@@ -151,7 +152,10 @@ class ComposeProject:
         return start_docker([*args, *services], stderr_to=sys.stderr)
 
     def follow_service_log(self, service: str, out: IO[str]) -> DockerProcess:
-        return start_docker([*self.compose_args(), "logs", "--follow", "--tail", "0", "--no-log-prefix", service],
+        # from this moment, not from when `logs` attaches (`--tail 0`): a busy machine starts it late,
+        # and what the service said in between would be lost
+        since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return start_docker([*self.compose_args(), "logs", "--follow", "--since", since, "--no-log-prefix", service],
                             stdout=out)
 
     def run_one_off(self, service: str, log: IO[str], args: Sequence[str] = ()) -> DockerProcess:

@@ -172,7 +172,7 @@ class DeployedStack(Protocol):
     def follow_logs(self, services: Sequence[str], follow: bool, tail: str | None) -> RunningProcess: ...
 
     def follow_service_log(self, service: str, out: IO[str]) -> RunningProcess | None:
-        """`service`'s log lines from now on, without prefixes, written to `out` until stopped;
+        """`service`'s log lines from the moment of this call, without prefixes, written to `out` until stopped;
         None where the target does not follow one service's log (then nothing was started)."""
         ...
 
