@@ -13,7 +13,7 @@ from typing import Any
 from gym_compose import __version__
 from gym_compose.config import redact
 from gym_compose.config.redact import MASK, is_secret_key, mask_paths
-from gym_compose.engine.images.lean_images import image_digest
+from gym_compose.engine.images.image_build import inspect_images
 from gym_compose.errors import GymComposeError
 from gym_compose.runs.summary import cost_totals
 
@@ -54,12 +54,12 @@ class EngineFacts:
             self._found = None
 
     def _asked(self) -> tuple[dict[str, dict[str, str | None]], dict[str, Any] | None]:
-        ids: dict[str, str | None] = {}
-        for tag in sorted(set(self._images.values())):  # several services share one image
-            try:
-                ids[tag] = image_digest(tag)
-            except GymComposeError:
-                ids[tag] = None
+        tags = sorted(set(self._images.values()))  # several services share one image
+        try:
+            found = inspect_images(tags)  # one engine call for all
+        except GymComposeError:
+            found = {}
+        ids: dict[str, str | None] = {tag: (found.get(tag) or {}).get("Id") for tag in tags}
         digests = {service: {"image": tag, "id": ids[tag]} for service, tag in sorted(self._images.items())}
         if not self._with_engine:
             return digests, None

@@ -26,7 +26,7 @@ class FakeEngine:
 
     def add(self, tag: str, labels: dict | None = None, user: str = "", cmd: list[str] | None = None) -> None:
         self._ids += 1
-        self.images[tag] = {"Id": f"sha256:{self._ids:064x}", "Size": 1000 * self._ids,
+        self.images[tag] = {"Id": f"sha256:{self._ids:064x}", "Size": 1000 * self._ids, "RepoTags": [tag],
                             "Config": {"Labels": labels, "User": user, "Cmd": cmd or ["python3"]}}
 
     def commands(self, name: str) -> list[list[str]]:
@@ -35,11 +35,10 @@ class FakeEngine:
     def __call__(self, args, *, timeout, retries=0, check=True, on_line=None, env=None):
         args = list(args)
         self.calls.append(args)
-        if args[:2] == ["image", "inspect"]:
-            tag = args[2]
-            if tag in self.images:
-                return DockerResult(tuple(args), 0, json.dumps([self.images[tag]]), "")
-            return DockerResult(tuple(args), 1, "[]", f"Error: No such image: {tag}")
+        if args[:2] == ["image", "inspect"]:  # as docker answers: those it has, the others named on stderr
+            found = [self.images[tag] for tag in args[2:] if tag in self.images]
+            missing = "".join(f"Error: No such image: {tag}\n" for tag in args[2:] if tag not in self.images)
+            return DockerResult(tuple(args), 1 if missing else 0, json.dumps(found), missing)
         if args[0] == "pull":
             if self.pull_works:
                 self.add(args[-1])

@@ -69,6 +69,20 @@ def test_a_local_public_image_is_used_without_pulling(engine, runtime_requiremen
     assert engine.commands("pull") == []
 
 
+def test_a_built_offline_base_is_found_with_the_stacks_one_inspect_without_asking_again(engine, runtime_requirements):
+    """`up` and `eval run` ask the engine about every expected image in one call; that the public
+    Python image is not local is not asked a second time on the way to the collector's start."""
+    from gym_compose.engine.images.image_build import inspected_together
+
+    engine.pull_works = False
+    tag = images.ensure_base_image(progress=lambda line: None)
+    saved_images.wait_for_saves()
+    engine.calls.clear()
+    with inspected_together(images.expected_tags([])):
+        assert images.ensure_base_image(progress=lambda line: None) == tag
+    assert engine.calls == [["image", "inspect", "python:3.11-slim", tag]], engine.calls
+
+
 def test_unchanged_base_is_not_rebuilt_and_keeps_its_tag(engine, runtime_requirements):
     first = images.ensure_base_image(progress=lambda line: None)
     second = images.ensure_base_image(progress=lambda line: None)

@@ -99,8 +99,15 @@ def build_image(
 
 # Images the engine was found to have by one `docker image inspect` of many (`inspected_together`),
 # answered from here while that block runs. Only images found: a missing one is asked again (it may
-# be built or loaded meanwhile, by this process or another).
+# be built or loaded meanwhile, by this process or another), unless the caller asks `known_missing`.
 _found_together: dict[str, dict] = {}
+_missing_together: set[str] = set()
+
+
+def known_missing(tag: str) -> bool:
+    """Whether the one call of the enclosing `inspected_together` found `tag` missing: for an image
+    this process never builds (the public Python image), whose answer need not be asked again."""
+    return tag in _missing_together
 
 
 def inspect_image(tag: str) -> dict | None:
@@ -159,9 +166,12 @@ def inspected_together(refs: Sequence[str]) -> Iterator[dict[str, dict | None]]:
     it for the images found, and asks as before for any other (a missing one may be built meanwhile)."""
     answers = inspect_images(refs)
     found = {ref: image for ref, image in answers.items() if image is not None}
+    missing = {ref for ref, image in answers.items() if image is None}
     _found_together.update(found)
+    _missing_together.update(missing)
     try:
         yield answers
     finally:
         for ref in found:
             _found_together.pop(ref, None)
+        _missing_together.difference_update(missing)

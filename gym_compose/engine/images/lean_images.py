@@ -31,7 +31,7 @@ from gym_compose.engine.images.debian_base import (
     ensure_debian_build_image,
     ensure_debian_python_image,
 )
-from gym_compose.engine.images.image_build import build_image, inspect_image
+from gym_compose.engine.images.image_build import build_image, inspect_image, known_missing
 from gym_compose.engine.images.image_hash import ContentHash, tree_files
 from gym_compose.engine.images.image_settings import IMAGE_LABEL, PYTHON_VERSION, ImageSettings
 from gym_compose.engine.images.native_build import (
@@ -137,7 +137,7 @@ def ensure_base_image(progress: Progress = print) -> str:
     (saved_images), or built in two committed containers (base-venv.sh, base-runtime.sh) and saved."""
     settings = ImageSettings.from_env()
     inputs = BaseInputs.read()
-    if not settings.offline and inspect_image(settings.public_base) is None:
+    if not settings.offline and (known_missing(settings.public_base) or inspect_image(settings.public_base) is None):
         # An up-to-date offline base is used as is: no pull attempt (slow where DNS hangs).
         ready = inputs.tag(settings.image_prefix, debian_python_tag(settings), offline=True)
         if image_exists(ready) or saved_images.archive_path(settings, ready).is_file():
