@@ -11,7 +11,9 @@ its lease ending (rollouts in flight stay pending for --resume).
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import sys
 import time
@@ -34,6 +36,9 @@ from gym_compose.errors import EngineFailure, UserError
 
 STACK_LABEL = "com.docker.stack.namespace"
 WAIT_POLL_SECONDS = 1.0
+LOG_DRAIN_SECONDS = 10.0  # at most, after a job ended, for its log stream to bring its last lines
+LOG_SETTLED_SECONDS = 1.0  # a log that stood still this long after the job ended holds all it said
+LOG_SETTLE_POLL_SECONDS = 0.2
 DEPLOY_TIMEOUT_SECONDS = 300
 REMOVE_WAIT_SECONDS = 90
 LOG_TAIL_LINES = 15
@@ -235,7 +240,7 @@ class SwarmStack:
             raise EngineFailure(f"the collector service could not be created:\n{indented_tail(result.stderr, 10)}")
         logs = start_docker(["service", "logs", "--follow", "--raw", self.service_name(service)], stdout=log,
                             stderr_to=log)
-        return SwarmJob(self, service, logs)
+        return SwarmJob(self, service, logs, log)
 
     def one_off_containers(self, service: str | None = None, running_only: bool = False) -> list[str]:
         names = [str(row["Name"]) for row in self._services() if str(row.get("Mode", "")).endswith("job")]
@@ -353,8 +358,8 @@ class ServiceLogs:
 class SwarmJob:
     """The collector job service, seen as a process: it has exited once its task finished."""
 
-    def __init__(self, stack: SwarmStack, service: str, logs: DockerProcess):
-        self.stack, self.service, self.logs = stack, service, logs
+    def __init__(self, stack: SwarmStack, service: str, logs: DockerProcess, log: IO[str] | None = None):
+        self.stack, self.service, self.logs, self.log = stack, service, logs, log
         self._code: int | None = None
         self._next_look = 0.0
 
@@ -364,12 +369,25 @@ class SwarmJob:
             tasks = [s for s in self.stack.ps() if s.one_off and s.service == self.service]
             if tasks and tasks[0].state == "exited":
                 self._code = tasks[0].exit_code
-                # `service logs --follow` of a finished job ends once the service is gone (`run --rm`)
-                time.sleep(1.0)
+                time.sleep(1.0)  # the job's last lines on their way through the log stream
                 self.stack.remove_one_off(self.service)
-                if self.logs.wait(10) is None:
-                    self.logs.stop(3)
+                self._stop_logs_once_settled()
         return self._code
+
+    def _stop_logs_once_settled(self) -> None:
+        """`service logs --follow` of a finished job never ends by itself (Engine 20.10: not even once
+        its service is removed), so it is stopped once the log it writes has stood still for
+        LOG_SETTLED_SECONDS, or after LOG_DRAIN_SECONDS: a wait of 10 s after every run before."""
+        deadline = time.monotonic() + LOG_DRAIN_SECONDS
+        size, still_since = -1, time.monotonic()
+        while self.logs.wait(LOG_SETTLE_POLL_SECONDS) is None:
+            now = time.monotonic()
+            grown = _file_size(self.log)
+            if grown != size:
+                size, still_since = grown, now
+            if now >= deadline or (size >= 0 and now - still_since >= LOG_SETTLED_SECONDS):
+                self.logs.stop(3)
+                return
 
     def wait(self, timeout: float | None = None) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -398,3 +416,11 @@ class SwarmJob:
 
     def check(self, engine_only: bool = False) -> None:
         self.logs.check(engine_only=True)
+
+
+def _file_size(log: IO[str] | None) -> int:
+    """Bytes in the file behind `log` (written by another process), -1 when it is not a file."""
+    try:
+        return os.fstat(log.fileno()).st_size if log is not None else -1
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return -1
