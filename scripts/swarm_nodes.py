@@ -110,7 +110,11 @@ def start_node(n: int) -> None:
     config = run / "daemon.json"
     config.write_text(json.dumps(NODE_CONFIG))
     log = open(f"/tmp/{name}-dockerd.log", "w")
-    daemon = (f"hostname {name} && exec nsenter --net=/run/netns/{name} dockerd --config-file {config} "
+    # A swarm worker pulls a task's image by tag before it starts it, even when it holds the image; in
+    # the node's namespace the registry's name only times out (20 s per task). The nodes hold the
+    # images (`up --node-engine` copies them): a worker of this engine uses its own without asking.
+    daemon = (f"hostname {name} && exec nsenter --net=/run/netns/{name} env DOCKER_SERVICE_PREFER_OFFLINE_IMAGE=1 "
+              f"dockerd --config-file {config} "
               f"--data-root /var/lib/{name} --exec-root {run}/exec --pidfile {run}/dockerd.pid "
               f"-H {socket(n)} --cgroup-parent {name} --bip 172.31.{n}.1/24")
     subprocess.Popen(["unshare", "--uts", "sh", "-c", daemon], stdout=log, stderr=subprocess.STDOUT,

@@ -81,9 +81,24 @@ def test_images_are_copied_only_into_node_engines_that_lack_them(engine):
     saves = [c for c in calls() if c.startswith("save")]
     loads = [c.split(" load")[0] for c in calls() if " load " in c]
     assert len(saves) == 1 and saves[0].endswith("gym-compose/base:abc gym-compose/srv:def")
-    assert loads == ["-H unix:///n1.sock", "-H unix:///n2.sock"]
+    assert sorted(loads) == ["-H unix:///n1.sock", "-H unix:///n2.sock"]
     assert any("unix:///n1.sock: loaded gym-compose/srv:def" in line for line in said)
     assert any("unix:///n2.sock: loaded gym-compose/base:abc" in line for line in said)
+
+
+def test_the_node_engines_load_the_images_at_the_same_time_and_a_failed_load_names_its_engine(engine, tmp_path):
+    # each load waits (bounded) until the other one has begun: loads one after another never get there
+    calls = engine(f"""
+"image inspect gym-compose/base:abc") echo '[{{"Id": "sha256:b"}}]' ;;
+"-H "*"image inspect"*) echo "Error: No such image: x" >&2; exit 1 ;;
+"save "*) ;;
+"-H unix:///n1.sock load"*) touch {tmp_path}/n1; for i in $(seq 100); do [ -f {tmp_path}/n2 ] && exit 0; sleep 0.05; done; exit 1 ;;
+"-H unix:///n2.sock load"*) touch {tmp_path}/n2; for i in $(seq 100); do [ -f {tmp_path}/n1 ] && break; sleep 0.05; done
+                            echo "no space left on device" >&2; exit 1 ;;""")
+    with pytest.raises(EngineFailure, match="could not load the images into unix:///n2.sock") as error:
+        copy_images({"base": "gym-compose/base:abc"}, ["unix:///n1.sock", "unix:///n2.sock"])
+    assert "no space left on device" in str(error.value)
+    assert len([c for c in calls() if " load " in c]) == 2
 
 
 def test_nothing_is_saved_when_every_node_engine_holds_the_images(engine):

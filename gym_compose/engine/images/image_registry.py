@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from gym_compose.engine.docker_cli import run_docker
 from gym_compose.engine.images.image_build import inspect_image
@@ -18,6 +19,7 @@ from gym_compose.errors import EngineFailure, GymComposeError
 
 PUSH_TIMEOUT_S = 1800
 COPY_TIMEOUT_S = 1800
+PARALLEL_LOADS = 4  # node engines loading the saved images at once
 
 
 def registry_name(local: str, registry: str) -> str:
@@ -66,16 +68,20 @@ def copy_images(images: dict[str, str], engines: Sequence[str], progress=lambda 
         started = time.monotonic()
         run_docker(["save", "-o", archive, *wanted], timeout=COPY_TIMEOUT_S)
         progress(f"saved {len(wanted)} images in {time.monotonic() - started:.1f} s")
-        for engine, images_of in missing.items():
-            if not images_of:
-                continue
+
+        def load(engine: str) -> None:
             started = time.monotonic()
             result = _on_node(engine, ["load", "-q", "-i", archive], COPY_TIMEOUT_S)
             if not result.ok:
                 output = (result.stderr or result.stdout).strip()[-800:]
                 raise EngineFailure(f"could not load the images into {engine}:\n{output}",
                                     hint="check its disk space and `docker -H ENGINE info`")
-            progress(f"{engine}: loaded {', '.join(images_of)} in {time.monotonic() - started:.1f} s")
+            progress(f"{engine}: loaded {', '.join(missing[engine])} in {time.monotonic() - started:.1f} s")
+
+        receiving = [engine for engine, images_of in missing.items() if images_of]
+        with ThreadPoolExecutor(max_workers=min(len(receiving), PARALLEL_LOADS)) as pool:  # each node its own engine
+            for loaded in [pool.submit(load, engine) for engine in receiving]:
+                loaded.result()  # the first failure, once every load has ended
 
 
 def _image_id_on(engine: str, image: str) -> str:
