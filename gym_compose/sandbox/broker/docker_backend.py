@@ -20,6 +20,8 @@ API_TIMEOUT_S = 120
 ATTACH_READ_LIMIT = 1 << 26
 PULL_PROGRESS_S = 15.0
 PULL_STALL_S = 120.0  # BrokerSettings.pull_stall_s
+FREEZE_ATTEMPTS = 4  # a pause that runc could not settle, asked again (seen once at load 15)
+FREEZE_RETRY_S = 0.5  # times the attempt's number
 
 
 class DockerBackend:
@@ -154,9 +156,22 @@ class DockerBackend:
     async def commit(self, container_id: str, repository: str, tag: str, labels: dict[str, str]) -> str:
         """`docker commit` (the container paused while its layer is copied); the image's config is
         the container's with `labels` in place of its labels."""
-        committed = await self.call(self.api.commit, container_id, repository=repository, tag=tag,
-                                    conf={"Labels": labels}, pause=True)
+        committed = await self._freezing(self.api.commit, container_id, repository=repository, tag=tag,
+                                         conf={"Labels": labels}, pause=True)
         return str(committed["Id"])
+
+    async def _freezing(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A call that freezes the container's processes (pause, a paused commit). Under load runc
+        gives up on a freeze that does not settle in time ("unable to freeze"), thawing the
+        container again: asked again, a few times, before the error is the caller's."""
+        for attempt in range(1, FREEZE_ATTEMPTS + 1):
+            try:
+                return await self.call(function, *args, **kwargs)
+            except BackendError as error:
+                if "unable to freeze" not in str(error) or attempt == FREEZE_ATTEMPTS:
+                    raise
+                await asyncio.sleep(FREEZE_RETRY_S * attempt)
+        raise AssertionError("unreachable")
 
     async def remove_image(self, image: str) -> None:
         try:
@@ -180,7 +195,7 @@ class DockerBackend:
         return await self.call(self.api.images, quiet=True, filters={"label": labels})
 
     async def pause(self, container_id: str) -> None:
-        await self.call(self.api.pause, container_id)
+        await self._freezing(self.api.pause, container_id)
 
     async def unpause(self, container_id: str) -> None:
         await self.call(self.api.unpause, container_id)
