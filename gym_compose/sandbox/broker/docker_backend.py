@@ -164,14 +164,14 @@ class DockerBackend:
         """A call that freezes the container's processes (pause, a paused commit). Under load runc
         gives up on a freeze that does not settle in time ("unable to freeze"), thawing the
         container again: asked again, a few times, before the error is the caller's."""
-        for attempt in range(1, FREEZE_ATTEMPTS + 1):
+        for attempt in range(1, FREEZE_ATTEMPTS):
             try:
                 return await self.call(function, *args, **kwargs)
             except BackendError as error:
-                if "unable to freeze" not in str(error) or attempt == FREEZE_ATTEMPTS:
+                if "unable to freeze" not in str(error):
                     raise
-                await asyncio.sleep(FREEZE_RETRY_S * attempt)
-        raise AssertionError("unreachable")
+            await asyncio.sleep(FREEZE_RETRY_S * attempt)
+        return await self.call(function, *args, **kwargs)
 
     async def remove_image(self, image: str) -> None:
         try:
