@@ -17,6 +17,8 @@
 5. `down`, then the nodes are removed (also on failure), and the swarm unless this engine was a
    swarm manager before the scenario (a test session's; leaving a swarm breaks name resolution
    on the engine's other networks, so the session leaves it once at its end).
+One scenario at a time on a machine: a second waits for the first (a lock under /run), then
+removes what a killed one left (its stack, its nodes) before it starts.
 Prints each step with its time; --json writes the figures (the e2e test reads them). Root only.
 """
 
@@ -24,11 +26,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import fcntl
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,6 +47,8 @@ STACK = ["--target", "swarm", "-p", PROJECT, "--head-port", HEAD_PORT,
          "++example_single_tool_call.resources_servers.example_single_tool_call.docker.replicas=2",
          "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.docker.replicas=2"]
 RESCHEDULE_TIMEOUT_S = 180
+SCENARIO_LOCK = Path("/run/gymnodes-scenario.lock")
+NODES_STATE = Path("/run/gymnodes.json")  # scripts/swarm_nodes.py's record of the nodes it made
 RUN_TIMEOUT_S = 900
 
 
@@ -84,6 +91,31 @@ def node_hosts() -> dict[str, str]:
     """hostname -> node id (the nodes are gymnode1.., the manager keeps the machine's name)."""
     lines = run("docker", "node", "ls", "--format", "{{.Hostname}} {{.ID}}", cwd=REPO).stdout.splitlines()
     return dict(line.split(" ", 1) for line in lines)
+
+
+@contextmanager
+def one_scenario_at_a_time(lock: Path, started: float) -> Iterator[None]:
+    """Held for the whole scenario: two at once would share the nodes and the project, and each
+    would remove the other's at its end. The kernel drops the lock when its holder dies."""
+    with open(lock, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for the swarm-nodes scenario that holds {lock}", started)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def remove_leftovers(work: Path, started: float) -> None:
+    """The stack and the nodes of a scenario that was killed before its own clean-up."""
+    nodes = json.loads(NODES_STATE.read_text()).get("nodes") if NODES_STATE.exists() else []
+    services = run("docker", "service", "ls", "-q", "--filter", f"label=com.docker.stack.namespace={PROJECT}",
+                   cwd=REPO, check=False).stdout.split()
+    if not nodes and not services:
+        return
+    say(f"removing what an interrupted scenario left: {len(services)} services of {PROJECT}, nodes {nodes}", started)
+    run(*CLI, "down", "-p", PROJECT, cwd=work, check=False, timeout=300)
+    run(*NODES, "down", "--keep-swarm", cwd=REPO, check=False, timeout=600)
 
 
 def scenario(args: argparse.Namespace, work: Path, started: float) -> dict:
@@ -178,14 +210,16 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-swarm-nodes-"))
     started = time.monotonic()
-    keep_swarm = was_a_manager()
-    try:
-        figures = scenario(args, work, started)
-    finally:
-        run(*CLI, "down", "-p", PROJECT, cwd=work, check=False, timeout=300)
-        run(*NODES, "down", *(["--keep-swarm"] if keep_swarm else []), cwd=REPO, check=False, timeout=600)
-        say("stack and nodes removed" + (", the swarm kept (it was there before)" if keep_swarm else ", swarm left"),
-            started)
+    with one_scenario_at_a_time(SCENARIO_LOCK, started):
+        remove_leftovers(work, started)
+        keep_swarm = was_a_manager()
+        try:
+            figures = scenario(args, work, started)
+        finally:
+            run(*CLI, "down", "-p", PROJECT, cwd=work, check=False, timeout=300)
+            run(*NODES, "down", *(["--keep-swarm"] if keep_swarm else []), cwd=REPO, check=False, timeout=600)
+            say("stack and nodes removed" + (", the swarm kept (it was there before)" if keep_swarm
+                                             else ", swarm left"), started)
     figures["total_s"] = round(time.monotonic() - started, 1)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
