@@ -5,6 +5,7 @@ Every command that takes a stack accepts the same config arguments as NeMo Gym's
 Hydra override (`key=value`, `+key=value`, `++key=value`); see gym_compose/cli/shared_options.py.
 """
 
+import faulthandler
 import os
 import signal
 import sys
@@ -416,10 +417,17 @@ def _usage_error_types() -> tuple[type[Exception], ...]:
     return tuple(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
 
 
-def main() -> None:
+def install_signal_handlers() -> None:
+    """Ctrl-C, SIGTERM and SIGHUP clean up (`_terminate`); SIGUSR1 prints where every thread of a
+    command that seems stuck is (docs/troubleshooting.md), to the stderr it started with, and goes on."""
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
     signal.signal(signal.SIGINT, _terminate)
+    faulthandler.register(signal.SIGUSR1, file=2, all_threads=True)  # fd 2: stays when SIGHUP swaps sys.stderr
+
+
+def main() -> None:
+    install_signal_handlers()
     try:
         require_project_files()
         code = app(standalone_mode=False, prog_name="gym-compose")

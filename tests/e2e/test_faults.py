@@ -24,7 +24,7 @@ from tests.support import waiting
 from tests.support.e2e import CLI, free_port, gym_compose, labelled, remove_project
 from tests.support.model_gate import calls_held, gated, open_gate
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(480)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_ROWS = REPO / "server_images/example_single_tool_call/data/example.jsonl"
@@ -39,6 +39,10 @@ def servers(project: str) -> dict[str, str]:
 
 
 WAIT_S = 120
+# How long a CLI that was signalled, or whose run was stopped, may take to clean up and exit: a bound
+# against a hang, not a speed check. Each step of the clean-up has its own timeout (compose down
+# alone up to 120 s a try), and on an engine loaded by three test lanes such steps take minutes.
+CLEANUP_S = 360
 GATE = 80  # model calls answered per opening of its gate (two a rollout); tests/e2e/model_gate.py
 
 
@@ -117,6 +121,20 @@ def settled(project: str) -> bool:
     return states() == first
 
 
+def ended(cli: subprocess.Popen, timeout: float = CLEANUP_S) -> tuple[str, str]:
+    """The CLI's stdout and stderr once it exits; a CLI still running after `timeout` fails the test
+    with where each of its threads was (SIGUSR1: gym_compose/cli/main.py), then is killed."""
+    try:
+        return cli.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        cli.send_signal(signal.SIGUSR1)
+        time.sleep(3)
+        cli.kill()
+        _, err = cli.communicate(timeout=60)
+        pytest.fail(f"`gym-compose {cli.args[3]}` did not exit within {timeout} s; "
+                    f"its stderr, ending with where its threads were:\n{err[-8000:]}")
+
+
 def start_cli(*args: str, cwd: Path) -> subprocess.Popen:
     return subprocess.Popen([*CLI, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ})
@@ -163,7 +181,7 @@ def test_each_server_killed_mid_run_stops_it_by_name_and_resume_gives_every_roll
             folder = run_dir(results, "main")
             wait_for(flowing_then_held(project, folder, before), "rollouts to flow, then the model to hold calls")
             docker("kill", container(project, service))
-            _, err = cli.communicate(timeout=WAIT_S)
+            _, err = ended(cli)
         finally:
             if cli.poll() is None:
                 cli.kill()
@@ -218,7 +236,7 @@ def test_a_paused_model_times_its_rollouts_out_naming_it_and_resume_finishes_the
                  and calls_held(project), "rollouts to flow, then the model to hold calls")
         docker("pause", container(project, "policy-model"))
         try:
-            _, err = cli.communicate(timeout=WAIT_S)
+            _, err = ended(cli)
         finally:
             docker("unpause", container(project, "policy-model"))
     finally:
@@ -252,7 +270,7 @@ def test_a_dying_cli_and_a_paused_collector_leave_nothing_after_down(project, tm
     wait_for(lambda: any(complete_lines(p) >= 20 for p in results.glob("run-*/rollouts.jsonl"))
              and calls_held(project), "rollouts to flow, then the model to hold calls", timeout=240)
     cli.send_signal(signal.SIGHUP)
-    cli.communicate(timeout=WAIT_S)
+    ended(cli)
     assert cli.returncode == 128 + signal.SIGHUP
     assert_nothing_left(project, state)
     folder = run_dir(results, "run")
