@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import subprocess
 import sys
+import time
 
 from tests.support.cli import REPO
 
 STUCK = """
-import signal, sys, threading, time
+import sys, threading
 from gym_compose.cli.main import install_signal_handlers
 
+inside = threading.Event()
+
 def waiting_in_a_helper_thread():
-    time.sleep(30)
+    inside.set()
+    threading.Event().wait(30)
 
 install_signal_handlers()
 threading.Thread(target=waiting_in_a_helper_thread, daemon=True).start()
+inside.wait(30)
 print("ready", flush=True)
 sys.stdin.readline()  # the "stuck" main thread, until the test lets it go
 print("went on", flush=True)
@@ -25,14 +32,18 @@ print("went on", flush=True)
 
 def test_sigusr1_prints_every_threads_stack_and_the_command_goes_on():
     command = subprocess.Popen([sys.executable, "-c", STUCK], cwd=REPO, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    dump = b""
     try:
-        assert command.stdout.readline().strip() == "ready"
-        # faulthandler writes the dump from the signal handler itself, which interrupts the blocked
-        # read: it is out before the line below reaches the process
+        assert command.stdout.readline().strip() == b"ready"
         command.send_signal(signal.SIGUSR1)
-        out, dump = command.communicate("\n", timeout=30)
+        deadline = time.monotonic() + 30
+        while not (b"in waiting_in_a_helper_thread" in dump and b"in <module>" in dump):  # both threads
+            assert time.monotonic() < deadline, dump
+            if select.select([command.stderr], [], [], 0.5)[0]:
+                dump += os.read(command.stderr.fileno(), 65536)  # unbuffered: communicate() reads the rest
+        out, rest = command.communicate(b"\n", timeout=30)
     finally:
         command.kill()
-    assert "waiting_in_a_helper_thread" in dump and "<string>" in dump, dump
-    assert out.strip() == "went on" and command.returncode == 0, (out, dump)
+    assert b"in waiting_in_a_helper_thread" in dump and b'File "<string>"' in dump, dump
+    assert out.strip() == b"went on" and command.returncode == 0, (out, dump + rest)
