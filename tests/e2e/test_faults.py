@@ -21,7 +21,7 @@ import pytest
 from gym_compose.plan.planner import service_name
 from tests.e2e import PROJECT_PREFIX
 from tests.support import waiting
-from tests.support.e2e import CLI, free_port, gym_compose, labelled, remove_project
+from tests.support.e2e import CLI, free_port, gym_compose, labelled, remove_project, stuck_report
 from tests.support.model_gate import calls_held, gated, open_gate
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -127,12 +127,7 @@ def ended(cli: subprocess.Popen, timeout: float = CLEANUP_S) -> tuple[str, str]:
     try:
         return cli.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        cli.send_signal(signal.SIGUSR1)
-        time.sleep(3)
-        cli.kill()
-        _, err = cli.communicate(timeout=60)
-        pytest.fail(f"`gym-compose {cli.args[3]}` did not exit within {timeout} s; "
-                    f"its stderr, ending with where its threads were:\n{err[-8000:]}")
+        pytest.fail(stuck_report(cli, timeout))
 
 
 def start_cli(*args: str, cwd: Path) -> subprocess.Popen:

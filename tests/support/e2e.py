@@ -4,8 +4,10 @@ the files a run wrote."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +24,26 @@ LABEL = "io.gym-compose.project"
 BUILDS_NEMO_GYM_RUNTIME = pytest.mark.timeout(2400)
 
 
-
 def gym_compose(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    """`gym-compose ARGS`; one still running after `timeout` fails the test saying where it was."""
+    command = [*CLI, *args]
+    with subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(stuck_report(process, timeout)) from None
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def stuck_report(process: subprocess.Popen, timeout: float) -> str:
+    """Kills a gym-compose command that outlived `timeout`, first asking it where each of its threads
+    was (SIGUSR1: gym_compose/cli/main.py); returns that, after the end of what it had said."""
+    process.send_signal(signal.SIGUSR1)
+    time.sleep(3)
+    process.kill()
+    _, err = process.communicate(timeout=60)
+    return (f"`gym-compose {process.args[3]}` did not exit within {timeout} s; its stderr, ending with where its "
+            f"threads were:\n{(err or '')[-8000:]}")
 
 
 def remove_project(name: str) -> None:

@@ -1,4 +1,5 @@
-"""The CLI's signal handlers: SIGUSR1 shows where a command that seems stuck is, and it goes on."""
+"""The CLI's signal handlers: SIGUSR1 shows where a command that seems stuck is, and it goes on; the
+end-to-end tests' runner of the CLI uses it to say where a command that outlived its timeout was."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.support.cli import REPO
+from tests.support.e2e import free_port, gym_compose
 
 STUCK = """
 import sys, threading
@@ -47,3 +51,13 @@ def test_sigusr1_prints_every_threads_stack_and_the_command_goes_on():
         command.kill()
     assert b"in waiting_in_a_helper_thread" in dump and b'File "<string>"' in dump, dump
     assert out.strip() == b"went on" and command.returncode == 0, (out, dump + rest)
+
+
+def test_a_command_past_its_timeout_fails_the_test_with_where_its_threads_were(tmp_path):
+    # `view` serves until stopped: a command that does not end by itself
+    (tmp_path / "progress.json").write_text('{"done": 0}')
+    with pytest.raises(AssertionError) as failure:
+        gym_compose("view", str(tmp_path), "--port", str(free_port()), cwd=tmp_path, timeout=5)
+    report = str(failure.value)
+    assert report.startswith("`gym-compose view` did not exit within 5 s")
+    assert "(most recent call first)" in report and "gym_compose/cli/main.py" in report, report
