@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from gym_compose import interrupts
 from gym_compose.cli.shared_options import (
     CONFIG_OPTIONS,
     DEFAULT_PROJECT,
@@ -408,7 +409,7 @@ def _terminate(signum, frame) -> None:
         devnull = open(os.devnull, "w")
         sys.stdout, sys.stderr = devnull, devnull
     INTERRUPTED_BY["signal"] = signum
-    raise KeyboardInterrupt
+    interrupts.interrupt()  # a KeyboardInterrupt now, or once a wait on a process is safe to leave
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:

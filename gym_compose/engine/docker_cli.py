@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from gym_compose.errors import EngineFailure
+from gym_compose.interrupts import exit_code, kill_and_reap, wait_for_exit
 
 DOCKER = "docker"
 RETRY_DELAYS_S = (1.0, 3.0, 9.0)
@@ -152,12 +153,11 @@ def _run_streaming(
             line = line.rstrip("\n")
             lines.append(line)
             on_line(line)
-        returncode = process.wait()
+        returncode = wait_for_exit(process)
     finally:
         watchdog.cancel()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        if exit_code(process) is None:
+            kill_and_reap(process)
     if timed_out.is_set():
         raise subprocess.TimeoutExpired(command, timeout)
     return DockerResult(tuple(command[1:]), returncode, "\n".join(lines), "")
@@ -206,19 +206,17 @@ class DockerProcess:
                     self._stderr_to = None
 
     def poll(self) -> int | None:
-        return self._popen.poll()
+        return exit_code(self._popen)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """The exit status, or None if it is still running after `timeout` seconds."""
-        try:
-            code = self._popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        self._pump.join(timeout=5)
+        code = wait_for_exit(self._popen, timeout)
+        if code is not None:
+            self._pump.join(timeout=5)
         return code
 
     def send_signal(self, signum: int) -> None:
-        if self._popen.poll() is None:
+        if self.poll() is None:
             self._popen.send_signal(signum)
 
     def tell(self, message: dict) -> None:
@@ -243,14 +241,13 @@ class DockerProcess:
         self.send_signal(signum)
         code = self.wait(grace_seconds)
         if code is None:
-            self._popen.kill()
-            code = self._popen.wait()
+            code = kill_and_reap(self._popen)
         self._pump.join(timeout=5)
         return code
 
     def result(self) -> DockerResult:
         """After it exited: its status and the tail of its stderr."""
-        code = self._popen.poll()
+        code = self.poll()
         return DockerResult(self.args, -1 if code is None else code, "", "\n".join(self._tail))
 
     def check(self, engine_only: bool = False) -> None:

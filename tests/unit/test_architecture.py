@@ -1,8 +1,8 @@
 """The package's layers, read from its import graph: every `import`, at the top of a module or
 inside a function (a lazy import is still a dependency).
 
-docs/architecture.md draws the layers: the ground floor (contract, errors, console, paths; the
-standard library only), the host side cli -> config -> plan -> render -> engine with stack, runs and
+docs/architecture.md draws the layers: the ground floor (contract, errors, console, paths,
+interrupts; the standard library only), the host side cli -> config -> plan -> render -> engine with stack, runs and
 view above them, and the container packages (server, collect, sandbox, net, metrics), which ship
 in the base image (`CONTAINER_MODULES`) and import nothing of the host side. Only `engine/` spells
 Docker command lines.
@@ -20,7 +20,7 @@ import gym_compose
 from gym_compose.engine.images.lean_images import CONTAINER_MODULES
 
 PACKAGE = Path(gym_compose.__file__).resolve().parent
-GROUND_FLOOR = {"contract", "errors", "console", "paths"}
+GROUND_FLOOR = {"contract", "errors", "console", "paths", "interrupts"}
 HOST_PACKAGES = {"cli", "config", "plan", "render", "engine", "stack", "runs", "view", "api"}
 CONTAINER_PACKAGES = {"server", "collect", "sandbox", "net", "metrics"}
 # What each host layer must not import: the layers that come after it, and the others' business.

@@ -43,6 +43,7 @@ from gym_compose.engine.targets.one_off import (
     network_holder,
 )
 from gym_compose.errors import EngineFailure, UserError
+from gym_compose.interrupts import exit_code, wait_for_exit
 from gym_compose.plan.sandbox_names import BROKER_SERVICE
 
 __all__ = ["ComposeProject", "Leftovers", "ServiceState", "StackCheck", "StackNotHealthy"]
@@ -352,11 +353,9 @@ class HealthEvents:
         return arrived
 
     def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
+        if self._process is not None and exit_code(self._process) is None:
             self._process.terminate()
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
+            if wait_for_exit(self._process, 5) is None:
                 self._process.kill()
 
 

@@ -46,6 +46,7 @@ from gym_compose.engine.targets.deployed_stack import (
 )
 from gym_compose.engine.targets.postmortem import LOG_TAIL_LINES, describe_exit
 from gym_compose.errors import UserError
+from gym_compose.interrupts import exit_code, kill_and_reap, wait_for_exit
 from gym_compose.server.healthcheck import is_ready
 
 LOCALHOST = "127.0.0.1"
@@ -136,18 +137,14 @@ class LocalProcess:
         return self._popen.pid
 
     def wait(self, timeout: float | None = None) -> int | None:
-        try:
-            return self._popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        return wait_for_exit(self._popen, timeout)
 
     def stop(self, grace_seconds: float, signum: int = signal.SIGINT) -> int:
-        if self._popen.poll() is None:
+        if exit_code(self._popen) is None:
             self._popen.send_signal(signum)
         code = self.wait(grace_seconds)
         if code is None:
-            self._popen.kill()
-            code = self._popen.wait()
+            code = kill_and_reap(self._popen)
         return code
 
     def tell(self, message: dict) -> None:
@@ -170,7 +167,7 @@ class LocalProcess:
                 pass
 
     def check(self, engine_only: bool = False) -> None:
-        code = self._popen.poll()
+        code = exit_code(self._popen)
         if code and not engine_only:
             raise UserError(f"local process {self._popen.args!r} exited with {code}")
 
