@@ -228,11 +228,13 @@ class HttpClient:
 
     async def _open(self, host: str, port: int) -> _Connection:
         loop = asyncio.get_running_loop()
+        # asyncio.timeout, not wait_for (here and in _exchange): Python 3.11's wait_for returns a result
+        # that is ready when its task is cancelled, and the cancellation is lost: a stopped run's
+        # rollout then waited for an answer that never came (tests/unit/test_http_client_cancel.py)
         try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(_Connection, host, port), self.connect_timeout
-            )
-        except (OSError, asyncio.TimeoutError) as error:
+            async with asyncio.timeout(self.connect_timeout):
+                _, connection = await loop.create_connection(_Connection, host, port)
+        except OSError as error:  # TimeoutError included
             raise PeerConnectError(f"cannot connect to {host}:{port}: {error}") from error
         return connection
 
@@ -292,8 +294,9 @@ class HttpClient:
     async def _exchange(self, connection: _Connection, payload: bytes, timeout: Optional[float]) -> HttpResponse:
         waiter = connection.send(payload)
         try:
-            return await asyncio.wait_for(waiter, timeout or self.timeout)
-        except asyncio.TimeoutError as error:
+            async with asyncio.timeout(timeout or self.timeout):
+                return await waiter
+        except TimeoutError as error:
             connection.transport.close()
             raise PeerTimeout(f"no response within {timeout or self.timeout:.0f} s") from error
         except asyncio.CancelledError:
