@@ -15,7 +15,11 @@ the broker, i.e. what a server pays):
   failures, and the memory per idle sandbox while all of them are held: the cgroup's (`docker stats`)
   and the whole machine's (MemAvailable before the burst less while held, per sandbox: the
   engine's shim and bookkeeping included). --max-live raises the broker's cap (default: derived
-  from the machine) so that all of them run at once.
+  from the machine) so that all of them run at once; --max-starting sets the broker's throttle
+  (default: twice the engine's cores, at least 4). --burst-from warm leases them from a warm pool
+  of --parallel ready sandboxes instead (the server's `warm_pool`, filled before the burst; max_live
+  then leaves room for cold leases beside the pool), i.e. what a server that declares such a
+  pool gets.
 NeMo Gym 0.7's way (from the host, as its provider runs in the server process there):
 - create: `docker run -d --init ... <keep-alive>`, then its start probe and shell detection
   (`docker exec C sh -c 'printf docker-sandbox-ready'`, `docker exec C sh -c 'command -v bash'`);
@@ -61,16 +65,21 @@ def quantiles(values: list[float], scale: float = 1.0) -> tuple[float, float]:
 
 
 def ours(args) -> tuple[dict, str]:
-    limits = ["++python_sandbox.resources_servers.python_sandbox.sandbox_provider=sandbox",
-              f"++sandbox.gym_compose.max_live={args.max_live}"] if args.max_live else []
+    server_key = "++python_sandbox.resources_servers.python_sandbox"
+    max_live = max(args.max_live, args.parallel + 16) if args.burst_from == "warm" else args.max_live
+    broker = [f"++sandbox.gym_compose.max_live={max_live}"] if max_live else []
+    broker += [f"++sandbox.gym_compose.max_starting={args.max_starting}"] if args.max_starting else []
+    limits = [f"{server_key}.sandbox_provider=sandbox", *broker] if broker else []
+    if args.burst_from == "warm":
+        limits.append(f"{server_key}.sandbox_config.warm_pool={args.parallel}")
     gym_compose("up", "-d", "-p", PROJECT, "--head-port", str(args.head_port), "--resources-server", "python_sandbox",
                 *limits)
     try:
         server = run(["docker", "compose", "-p", PROJECT, "ps", "-q", "python-sandbox"]).stdout.strip()
         available_before = mem_available_mib()
         probe = subprocess.Popen(["docker", "exec", "-i", server, "python", "-", str(args.execs), str(args.leases),
-                                  str(args.parallel)], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+                                  str(args.parallel), args.burst_from], cwd=REPO, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert probe.stdin is not None and probe.stderr is not None and probe.stdout is not None
         probe.stdin.write((REPO / "bench" / "sandbox_bench_probe.py").read_text())
         probe.stdin.close()
@@ -80,7 +89,7 @@ def ours(args) -> tuple[dict, str]:
             said.append(line)
             if line.strip() == "held":
                 break
-        memory = held_memory(args.parallel, available_before)
+        memory = held_memory(available_before)
         run(["docker", "exec", server, "touch", RELEASE_FILE])
         out, rest = probe.communicate(timeout=900)
         if probe.returncode != 0:
@@ -97,13 +106,14 @@ def mem_available_mib() -> float:
     return 0.0
 
 
-def held_memory(held: int, available_before_mib: float) -> dict:
+def held_memory(available_before_mib: float) -> dict:
     """Memory per idle sandbox while the burst holds them: cgroup (docker stats) and whole machine."""
     ids = run(["docker", "ps", "-q", "--filter", f"label=io.gym-compose.project={PROJECT}",
                "--filter", "label=io.gym-compose.sandbox"]).stdout.split()
     usage = run(["docker", "stats", "--no-stream", "--format", "{{.MemUsage}}", *ids]).stdout.split("\n") if ids else []
     cgroup = [to_mib(line.split("/")[0]) for line in usage if line.strip()]
-    machine = (available_before_mib - mem_available_mib()) / held if held else 0.0
+    # every sandbox of the project counts: the server's warm pool (refilling during a warm burst) too
+    machine = (available_before_mib - mem_available_mib()) / len(ids) if ids else 0.0
     return {"sandboxes": len(ids), "cgroup_mib_mean": statistics.mean(cgroup) if cgroup else None,
             "machine_mib_per_sandbox": machine}
 
@@ -175,6 +185,10 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=16)
     parser.add_argument("--max-live", type=int, default=0,
                         help="the broker's max_live (sandboxes at once; default: derived from the machine)")
+    parser.add_argument("--max-starting", type=int, default=0,
+                        help="the broker's max_starting (sandboxes starting at once; default: derived from the machine)")
+    parser.add_argument("--burst-from", choices=("cold", "warm"), default="cold",
+                        help="the burst's leases: each started for it (cold) or from a warm pool of --parallel")
     parser.add_argument("--head-port", type=int, default=11790)
     parser.add_argument("--shell", default="sh", help="the baseline's exec shell (python_sandbox uses /bin/sh)")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
@@ -206,8 +220,9 @@ def main() -> None:
     row("sandbox start (broker: create..agent ready), p50", broker["start_s_p50"] * 1000, None, "ms")
     row("sandbox start (broker), p95", broker["start_s_p95"] * 1000, None, "ms")
     per_s_ours, per_s_theirs = mine["burst_n"] / mine["burst_s"], theirs["burst_n"] / theirs["burst_s"]
-    rows.append((f"sandboxes started per second ({args.parallel} at once)", f"{per_s_ours:.2f}/s",
-                 f"{per_s_theirs:.2f}/s", f"{per_s_ours / per_s_theirs:.1f}x"))
+    rows.append((f"sandboxes {'leased from the warm pool' if args.burst_from == 'warm' else 'started'} per second "
+                 f"({args.parallel} at once)", f"{per_s_ours:.2f}/s", f"{per_s_theirs:.2f}/s",
+                 f"{per_s_ours / per_s_theirs:.1f}x"))
     leases = sorted(mine["burst_lease_s"])
     p99 = leases[min(len(leases) - 1, int(0.99 * len(leases)))] * 1000 if leases else None
     burst_quantiles = quantiles(leases, 1000) if leases else (None, None)
@@ -219,7 +234,9 @@ def main() -> None:
     row(f"memory per idle sandbox, cgroup ({held['sandboxes']} held)", held["cgroup_mib_mean"], None, "MiB")
     row("memory per idle sandbox, whole machine", held["machine_mib_per_sandbox"], None, "MiB")
     widths = [max(len(r[i]) for r in rows + [("", "gym-compose", "NeMo Gym 0.7 way", "ratio")]) for i in range(4)]
-    print(f"sandbox image {image}; {args.execs} execs, {args.leases} leases each way, {args.parallel} at once")
+    print(f"sandbox image {image}; {args.execs} execs, {args.leases} leases each way, {args.parallel} at once "
+          f"({'from a warm pool of ' + str(args.parallel) if args.burst_from == 'warm' else 'cold'}); "
+          f"max_starting {broker['max_starting']}")
     for line in [("", "gym-compose", "NeMo Gym 0.7 way", "ratio"), *rows]:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)))
     print(f"targets: exec p50 < {TARGETS['exec_p50_ms']:.0f} ms: {exec_ours[0] < TARGETS['exec_p50_ms']}; "

@@ -1,7 +1,11 @@
 """Runs inside the python_sandbox server container (`docker exec -i C python - ARGS < this`) and
 measures sandboxes the way a server uses them: through gym_compose.sandbox and the broker.
 
-    python - N_EXEC N_LEASES N_PARALLEL   -> one JSON object on stdout
+    python - N_EXEC N_LEASES N_PARALLEL [cold|warm]   -> one JSON object on stdout
+
+The burst of N_PARALLEL leases asks for a sandbox unlike the declared one (cold: each is started
+for its lease) or, with `warm`, for the declared one once the warm pool holds N_PARALLEL ready
+sandboxes (the server's `warm_pool` must be at least that).
 
 While the burst's sandboxes are all leased it says `held` on stderr and keeps them until the host
 creates RELEASE_FILE (or HOLD_TIMEOUT_S pass): the host measures their memory meanwhile.
@@ -46,7 +50,7 @@ async def timed_lease(spec: SandboxSpec) -> tuple[float, AsyncSandbox]:
     return time.perf_counter() - began, sandbox
 
 
-async def main(n_exec: int, n_leases: int, n_parallel: int) -> dict:
+async def main(n_exec: int, n_leases: int, n_parallel: int, burst_from: str) -> dict:
     warm_pool = stats()["warm"]
     warm, cold = [], []
     for _ in range(n_leases):
@@ -66,8 +70,12 @@ async def main(n_exec: int, n_leases: int, n_parallel: int) -> dict:
         execs.append(time.perf_counter() - began)
         assert result.return_code == 0, result
     await sandbox.stop()
+    spec = COLD
+    if burst_from == "warm":
+        await wait_warm(n_parallel, timeout=600.0)
+        spec = SandboxSpec()
     began = time.perf_counter()
-    outcomes = await asyncio.gather(*(timed_lease(COLD) for _ in range(n_parallel)), return_exceptions=True)
+    outcomes = await asyncio.gather(*(timed_lease(spec) for _ in range(n_parallel)), return_exceptions=True)
     burst_s = time.perf_counter() - began
     burst = [outcome for outcome in outcomes if not isinstance(outcome, BaseException)]
     failures = [repr(outcome)[:300] for outcome in outcomes if isinstance(outcome, BaseException)]
@@ -76,9 +84,9 @@ async def main(n_exec: int, n_leases: int, n_parallel: int) -> dict:
     while not os.path.exists(RELEASE_FILE) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     await asyncio.gather(*(sandbox.stop() for _, sandbox in burst))
-    return {"warm_lease_s": warm, "cold_lease_s": cold, "exec_s": execs, "burst_n": n_parallel,
+    return {"warm_lease_s": warm, "cold_lease_s": cold, "exec_s": execs, "burst_n": n_parallel, "burst_from": burst_from,
             "burst_s": burst_s, "burst_lease_s": [seconds for seconds, _ in burst], "burst_failures": failures,
             "broker": stats()}
 
 
-print(json.dumps(asyncio.run(main(*(int(arg) for arg in sys.argv[1:4])))))
+print(json.dumps(asyncio.run(main(*(int(arg) for arg in sys.argv[1:4]), sys.argv[4] if len(sys.argv) > 4 else "cold"))))
