@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gym_compose.collect.jsonl import write_atomically
+
+if TYPE_CHECKING:
+    import asyncio
 
 PROGRESS_FILE = "progress.json"
 MIN_INTERVAL_S = 0.5
@@ -102,6 +104,8 @@ class ProgressTracker:
         if wait <= 0:
             self.write()
         elif self._trailing is None:
+            import asyncio  # here: the host's CLI reads progress and never needs asyncio (~15-40 ms of its start)
+
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # no loop (a synchronous caller): the next count or the end writes it

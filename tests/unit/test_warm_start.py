@@ -135,3 +135,15 @@ def test_gc_is_off_for_the_start_and_back_on_for_serving():
         print(gc.isenabled())
     """)
     assert out.split() == ["False", "True", "True", "True"]
+
+
+def test_the_cli_and_the_eval_run_command_import_no_asyncio():
+    """asyncio is the collector's, not the host CLI's: importing it was ~15-40 ms of every `eval run`
+    before its collector started (docs/performance.md)."""
+    out = python("""
+        import sys
+        import gym_compose.cli.main, gym_compose.runs.eval_run, gym_compose.runs.supervision
+        from gym_compose.collect.progress import ProgressTracker, read_progress
+        print("asyncio" in sys.modules)
+    """)
+    assert out.split() == ["False"]
