@@ -8,7 +8,6 @@ Long-running commands (`logs --follow`, a one-off `compose run`) are started wit
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -20,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from gym_compose.child_process import ChildProcess
 from gym_compose.errors import EngineFailure
 from gym_compose.interrupts import exit_code, kill_and_reap, wait_for_exit
 
@@ -173,21 +173,17 @@ def _docker_missing() -> DockerUnavailable:
 STDERR_TAIL_LINES = 50
 
 
-class DockerProcess:
+class DockerProcess(ChildProcess):
     """A long-running `docker ...` that its owner stops. Its stderr is passed on line by line
     (to `stderr_to`) and its tail kept, so that `check()` explains a failure as `run_docker` does."""
 
     def __init__(self, popen: subprocess.Popen, args: Sequence[str], stderr_to: IO[str] | None):
-        self._popen = popen
+        super().__init__(popen)
         self.args = tuple(args)
         self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._stderr_to = stderr_to
         self._pump = threading.Thread(target=self._copy_stderr, daemon=True)
         self._pump.start()
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid
 
     @property
     def stdin(self) -> IO[bytes] | None:
@@ -205,43 +201,14 @@ class DockerProcess:
                 except (OSError, ValueError):  # a closed terminal or log file: keep the tail only
                     self._stderr_to = None
 
-    def poll(self) -> int | None:
-        return exit_code(self._popen)
-
     def wait(self, timeout: float | None = None) -> int | None:
-        """The exit status, or None if it is still running after `timeout` seconds."""
-        code = wait_for_exit(self._popen, timeout)
+        code = super().wait(timeout)
         if code is not None:
-            self._pump.join(timeout=5)
+            self._pump.join(timeout=5)  # its stderr's tail, whole
         return code
 
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            self._popen.send_signal(signum)
-
-    def tell(self, message: dict) -> None:
-        """Write one JSON line to its stdin (a pipe from `stdin_pipe`); a closed pipe is ignored."""
-        if self._popen.stdin is None or self._popen.stdin.closed:
-            return
-        try:
-            self._popen.stdin.write(json.dumps(message).encode() + b"\n")
-            self._popen.stdin.flush()
-        except OSError:
-            pass
-
-    def close_stdin(self) -> None:
-        if self._popen.stdin is not None and not self._popen.stdin.closed:
-            try:
-                self._popen.stdin.close()
-            except OSError:
-                pass
-
     def stop(self, grace_seconds: float, signum: int = signal.SIGINT) -> int:
-        """Signal it, wait up to `grace_seconds`, then kill it; returns its exit status."""
-        self.send_signal(signum)
-        code = self.wait(grace_seconds)
-        if code is None:
-            code = kill_and_reap(self._popen)
+        code = super().stop(grace_seconds, signum)
         self._pump.join(timeout=5)
         return code
 

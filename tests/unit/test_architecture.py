@@ -20,7 +20,7 @@ import gym_compose
 from gym_compose.engine.images.lean_images import CONTAINER_MODULES
 
 PACKAGE = Path(gym_compose.__file__).resolve().parent
-GROUND_FLOOR = {"contract", "errors", "console", "paths", "interrupts"}
+GROUND_FLOOR = {"contract", "errors", "console", "paths", "interrupts", "child_process"}
 HOST_PACKAGES = {"cli", "config", "plan", "render", "engine", "stack", "runs", "view", "api"}
 CONTAINER_PACKAGES = {"server", "collect", "sandbox", "net", "metrics"}
 # What each host layer must not import: the layers that come after it, and the others' business.

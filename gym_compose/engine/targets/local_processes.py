@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
+from gym_compose.child_process import ChildProcess
 from gym_compose.contract import (
     CONFIG_DICT_ENV,
     CONFIG_PATH_ENV,
@@ -46,7 +47,6 @@ from gym_compose.engine.targets.deployed_stack import (
 )
 from gym_compose.engine.targets.postmortem import LOG_TAIL_LINES, describe_exit
 from gym_compose.errors import UserError
-from gym_compose.interrupts import exit_code, kill_and_reap, wait_for_exit
 from gym_compose.server.healthcheck import is_ready
 
 LOCALHOST = "127.0.0.1"
@@ -126,48 +126,11 @@ def with_local_addresses(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-class LocalProcess:
+class LocalProcess(ChildProcess):
     """A process we started (the collector, a log follower): the target's `RunningProcess`."""
 
-    def __init__(self, popen: subprocess.Popen):
-        self._popen = popen
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        return wait_for_exit(self._popen, timeout)
-
-    def stop(self, grace_seconds: float, signum: int = signal.SIGINT) -> int:
-        if exit_code(self._popen) is None:
-            self._popen.send_signal(signum)
-        code = self.wait(grace_seconds)
-        if code is None:
-            code = kill_and_reap(self._popen)
-        return code
-
-    def tell(self, message: dict) -> None:
-        import json
-
-        stdin = self._popen.stdin
-        if stdin is None or stdin.closed:
-            return
-        try:
-            stdin.write(json.dumps(message).encode() + b"\n")
-            stdin.flush()
-        except OSError:
-            pass
-
-    def close_stdin(self) -> None:
-        if self._popen.stdin is not None and not self._popen.stdin.closed:
-            try:
-                self._popen.stdin.close()
-            except OSError:
-                pass
-
     def check(self, engine_only: bool = False) -> None:
-        code = exit_code(self._popen)
+        code = self.poll()
         if code and not engine_only:
             raise UserError(f"local process {self._popen.args!r} exited with {code}")
 
