@@ -230,6 +230,11 @@ def main() -> None:
     row(f"lease in the burst of {args.parallel}, p95", burst_quantiles[1], None, "ms")
     row(f"lease in the burst of {args.parallel}, p99", p99, None, "ms")
     rows.append((f"failed leases in the burst of {args.parallel}", str(len(mine["burst_failures"])), "-", "-"))
+    if mine.get("refill"):
+        refill = mine["refill"]
+        rows.append(("warm pool full again after the burst's release",
+                     f"{refill['started']} in {refill['seconds']:.1f} s "
+                     f"({refill['started'] / max(refill['seconds'], 1e-9):.2f}/s)", "-", "-"))
     held = mine["held_memory"]
     row(f"memory per idle sandbox, cgroup ({held['sandboxes']} held)", held["cgroup_mib_mean"], None, "MiB")
     row("memory per idle sandbox, whole machine", held["machine_mib_per_sandbox"], None, "MiB")

@@ -84,8 +84,14 @@ async def main(n_exec: int, n_leases: int, n_parallel: int, burst_from: str) -> 
     while not os.path.exists(RELEASE_FILE) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     await asyncio.gather(*(sandbox.stop() for _, sandbox in burst))
+    refill = None
+    if burst_from == "warm":  # the pool the burst emptied, full again: how fast the broker refills it
+        began, warm_then = time.perf_counter(), stats()["warm"]
+        await wait_warm(n_parallel, timeout=600.0)
+        refill = {"started": n_parallel - warm_then, "seconds": time.perf_counter() - began}
     return {"warm_lease_s": warm, "cold_lease_s": cold, "exec_s": execs, "burst_n": n_parallel, "burst_from": burst_from,
             "burst_s": burst_s, "burst_lease_s": [seconds for seconds, _ in burst], "burst_failures": failures,
+            "refill": refill,
             "broker": stats()}
 
 
