@@ -94,6 +94,41 @@ async def test_warm_pool_serves_leases_and_refills(tmp_path):
         await pool.close()
 
 
+class GatedStarts(FakeBackend):
+    """Each container start waits for `gate`, counting the starts in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.in_start = self.peak_in_start = 0
+
+    async def start(self, container_id: str) -> None:
+        self.in_start += 1
+        self.peak_in_start = max(self.peak_in_start, self.in_start)
+        try:
+            await self.gate.wait()
+            await super().start(container_id)
+        finally:
+            self.in_start -= 1
+
+
+@run_async
+async def test_the_warm_pool_fills_with_max_starting_starts_at_once_and_never_more(tmp_path):
+    engine = GatedStarts()
+    pool = SandboxPool(engine, BrokerSettings(project="t", servers={"coder": policy(tmp_path, warm_pool=5)},
+                                              max_starting=3))
+    await pool.open()
+    try:
+        await until(lambda: engine.in_start == 3, "three warm sandboxes starting at once")
+        await asyncio.sleep(0.2)  # nothing more starts while they do
+        assert engine.in_start == 3 and pool.live == 3
+        engine.gate.set()
+        await until(lambda: len(pool.warm["coder"]) == 5, "the warm pool to fill")
+        assert engine.peak_in_start == 3 and pool.live == 5
+    finally:
+        await pool.close()
+
+
 def for_session(session: str, image: str, **fields) -> LeaseRequest:
     return LeaseRequest(image=image, metadata={"session": session, **fields.pop("metadata", {})}, **fields)
 

@@ -566,22 +566,38 @@ class SandboxPool:
             await self.admission.changed()  # a lease waiting for this spare looks again
 
     async def _refill(self, server: str) -> None:
+        """Start sandboxes until the server's warm pool is full, up to `max_starting` at once (a
+        pool emptied by a burst refills at the engine's pace, not one start after another)."""
         policy = self.settings.servers[server]
+        starting: set[asyncio.Task] = set()
         try:
-            while not self.closing and len(self.warm[server]) < policy.warm_pool:
-                # Leases come first: a refill takes a slot only when no lease waits for one.
-                if self.admission.waiting or not self._reserve_now():
-                    return  # a release or the reaper schedules the next refill
-                try:
-                    sandbox = await self._start(policy, policy.image, time.monotonic() + policy.ready_timeout_s)
-                except BrokerError as error:
-                    LOG.error("warm pool of %s: %s", server, error)
-                    await asyncio.sleep(REAP_INTERVAL_S)
-                    continue
-                sandbox.state = "warm"
-                self.warm[server].append(sandbox)
+            while not self.closing:
+                while (len(self.warm[server]) + len(starting) < policy.warm_pool
+                       and len(starting) < self.limits.max_starting):
+                    # Leases come first: a refill takes a slot only when no lease waits for one.
+                    if self.admission.waiting or not self._reserve_now():
+                        break  # a release or the reaper schedules the next refill
+                    starting.add(asyncio.ensure_future(
+                        self._start(policy, policy.image, time.monotonic() + policy.ready_timeout_s)))
+                if not starting:
+                    return
+                done, starting = await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
+                failed = False
+                for task in done:
+                    try:
+                        sandbox = task.result()
+                    except BrokerError as error:
+                        LOG.error("warm pool of %s: %s", server, error)
+                        failed = True
+                        continue
+                    sandbox.state = "warm"
+                    self.warm[server].append(sandbox)
                 await self.admission.changed()
+                if failed:
+                    await asyncio.sleep(REAP_INTERVAL_S)
         finally:
+            for task in starting:  # the broker closing: a start given up destroys its sandbox (_start)
+                task.cancel()
             self._refilling.discard(server)
 
     # -- commands and files ----------------------------------------------------------------------
