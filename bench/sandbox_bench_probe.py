@@ -51,6 +51,8 @@ async def timed_lease(spec: SandboxSpec) -> tuple[float, AsyncSandbox]:
 
 
 async def main(n_exec: int, n_leases: int, n_parallel: int, burst_from: str) -> dict:
+    if burst_from == "warm":  # nothing is measured while the pool fills (its starts would load the machine)
+        await wait_warm(n_parallel, timeout=600.0)
     warm_pool = stats()["warm"]
     warm, cold = [], []
     for _ in range(n_leases):

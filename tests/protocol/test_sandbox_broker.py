@@ -113,18 +113,22 @@ class GatedStarts(FakeBackend):
 
 
 @run_async
-async def test_the_warm_pool_fills_with_max_starting_starts_at_once_and_never_more(tmp_path):
+async def test_the_warm_pool_fills_with_several_starts_at_once_leaving_one_start_slot_to_leases(tmp_path):
     engine = GatedStarts()
     pool = SandboxPool(engine, BrokerSettings(project="t", servers={"coder": policy(tmp_path, warm_pool=5)},
                                               max_starting=3))
     await pool.open()
     try:
-        await until(lambda: engine.in_start == 3, "three warm sandboxes starting at once")
-        await asyncio.sleep(0.2)  # nothing more starts while they do
-        assert engine.in_start == 3 and pool.live == 3
+        await until(lambda: engine.in_start == 2, "two warm sandboxes starting at once")
+        await asyncio.sleep(0.2)  # no third refill start while they do
+        assert engine.in_start == 2 and pool.live == 2
+        cold = asyncio.ensure_future(pool.lease("coder", LeaseRequest(memory_mib=128)))
+        await until(lambda: engine.in_start == 3, "a cold lease starting in the slot the refill left")
         engine.gate.set()
+        _, warm = await cold
+        assert not warm
         await until(lambda: len(pool.warm["coder"]) == 5, "the warm pool to fill")
-        assert engine.peak_in_start == 3 and pool.live == 5
+        assert engine.peak_in_start == 3 and pool.live == 6
     finally:
         await pool.close()
 

@@ -566,14 +566,16 @@ class SandboxPool:
             await self.admission.changed()  # a lease waiting for this spare looks again
 
     async def _refill(self, server: str) -> None:
-        """Start sandboxes until the server's warm pool is full, up to `max_starting` at once (a
-        pool emptied by a burst refills at the engine's pace, not one start after another)."""
+        """Start sandboxes until the server's warm pool is full, several at once (a pool emptied by a
+        burst refills at the engine's pace, not one start after another), leaving one of the
+        `max_starting` start slots to leases."""
         policy = self.settings.servers[server]
+        at_once = max(1, self.limits.max_starting - 1)
         starting: set[asyncio.Task] = set()
         try:
             while not self.closing:
                 while (len(self.warm[server]) + len(starting) < policy.warm_pool
-                       and len(starting) < self.limits.max_starting):
+                       and len(starting) < at_once):
                     # Leases come first: a refill takes a slot only when no lease waits for one.
                     if self.admission.waiting or not self._reserve_now():
                         break  # a release or the reaper schedules the next refill
