@@ -104,7 +104,7 @@ class ProgressTracker:
         if wait <= 0:
             self.write()
         elif self._trailing is None:
-            import asyncio  # here: the host's CLI reads progress and never needs asyncio (~15-40 ms of its start)
+            import asyncio  # here: the host CLI reads progress and never needs asyncio (20-28 ms of its start)
 
             try:
                 loop = asyncio.get_running_loop()
