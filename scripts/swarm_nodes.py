@@ -40,6 +40,8 @@ NODE_CONFIG = {"storage-driver": "fuse-overlayfs", "mtu": 1400, "log-driver": "j
                "log-opts": {"max-size": "10m", "max-file": "3"}}
 START_TIMEOUT_S = 60
 
+SBIN_FOLDERS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
 
 def sh(*args: str, check: bool = True, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
     result = subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kwargs)
@@ -216,6 +218,9 @@ def main() -> None:
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces, a bridge, further dockerd)")
+    # iptables, ip and dockerd live in the sbin folders, which a PATH outside a login shell may lack
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    os.environ["PATH"] = os.pathsep.join(folders + [f for f in SBIN_FOLDERS if f not in folders])
     if args.command == "up":
         up(args.nodes)
     elif args.command == "kill":

@@ -70,6 +70,13 @@ def error_cause(body: bytes, server_name: str) -> Optional[dict[str, Any]]:
 # /step must never run twice), so it is raised instead.
 IDLE_CLOSE_WINDOW_SECONDS = 0.03  # generous for a busy event loop; far below any real processing
 
+# A pooled connection idle longer than this is closed instead of reused: far inside the servers'
+# keep-alive (gym-compose's 75 s, NeMo Gym's 30 s). A request written just as that keep-alive
+# closes the connection is reset unread, and on a loaded machine the reset arrives after the window
+# above, so it is raised: most likely what lost 16 blackjack rollouts in CI, in a run that began
+# ~75 s after the agent's last calls to the game. NeMo Gym's client keeps idle connections 15 s too.
+IDLE_EXPIRY_SECONDS = 15.0
+
 # A peer whose machine is gone (a lost swarm node) neither answers nor resets: a request on a pooled
 # connection to it would wait the whole request timeout. The kernel closes a connection whose
 # request bytes stay unacknowledged this long (a slow but live peer acknowledges them at once), and
@@ -135,6 +142,7 @@ class _Connection(asyncio.Protocol):
         self.lost_at: Optional[float] = None
         self.write_failed = False
         self._headers_done = False
+        self.idle_since = 0.0  # when it went back to the pool (loop time)
 
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
@@ -220,10 +228,12 @@ class _Connection(asyncio.Protocol):
 class HttpClient:
     """Pooled keep-alive client. One per server process; safe for concurrent use in one event loop."""
 
-    def __init__(self, timeout: float = 600.0, connect_timeout: float = 10.0, max_idle_per_host: int = 256):
+    def __init__(self, timeout: float = 600.0, connect_timeout: float = 10.0, max_idle_per_host: int = 256,
+                 idle_expiry_s: float = IDLE_EXPIRY_SECONDS):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_idle_per_host = max_idle_per_host
+        self.idle_expiry_s = idle_expiry_s
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
 
     async def _open(self, host: str, port: int) -> _Connection:
@@ -244,7 +254,26 @@ class HttpClient:
             if not connection.closed:
                 connection.transport.close()
             return
+        connection.idle_since = asyncio.get_running_loop().time()
         idle.append(connection)
+
+    def _reusable(self, key: tuple[str, int]) -> Optional[_Connection]:
+        """The most recently used pooled connection that is open and not idle past the expiry."""
+        idle = self._idle.get(key)
+        expired_before = asyncio.get_running_loop().time() - self.idle_expiry_s
+        while idle:
+            connection = idle.pop()
+            if connection.closed:
+                continue
+            if connection.idle_since < expired_before:
+                connection.transport.close()  # the rest of the pool went idle even earlier
+                for older in idle:
+                    if not older.closed:
+                        older.transport.close()
+                idle.clear()
+                return None
+            return connection
+        return None
 
     async def request(
         self,
@@ -273,11 +302,7 @@ class HttpClient:
         payload = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (content or b"")
 
         key = (host, port)
-        idle = self._idle.get(key)
-        while idle:
-            connection = idle.pop()
-            if connection.closed:
-                continue
+        while (connection := self._reusable(key)) is not None:
             try:
                 response = await self._exchange(connection, payload, timeout)
             except ConnectionResetError:

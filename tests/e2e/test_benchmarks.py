@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import PROJECT_PREFIX
+from tests.support.e2e import why_rollouts_failed
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.docker
@@ -70,7 +71,7 @@ def stack(tmp_path_factory):
 @pytest.fixture(scope="module")
 def oracle_run(stack) -> Path:
     done, run_dir = stack.collect("--num-repeats", "2", "--run-name", "oracle")
-    assert done.returncode == 0, done.stderr + (run_dir / "collector.log").read_text()
+    assert done.returncode == 0, done.stderr + (run_dir / "collector.log").read_text() + why_rollouts_failed(run_dir)
     return run_dir
 
 
@@ -111,7 +112,7 @@ def test_adversary_scores_every_row_zero(stack, oracle_run):
     rows_file = stack.workdir / "adversary.jsonl"
     rows_file.write_text("".join(json.dumps(row) + "\n" for row in adversary_rows(oracle_run)))
     done, run_dir = stack.collect("--input", str(rows_file))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr + why_rollouts_failed(run_dir)
     grouped = by_agent(read_jsonl(run_dir / "rollouts.jsonl"))
     assert set(grouped) == set(AGENTS)
     for agent, (_, lowest) in AGENTS.items():
@@ -173,7 +174,7 @@ def test_hostile_candidates_score_zero_with_the_reason_and_the_stack_keeps_servi
     rows_file = stack.workdir / "hostile.jsonl"
     rows_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
     done, run_dir = stack.collect("--input", str(rows_file), "--num-samples-in-parallel", "4")
-    assert done.returncode == 0, done.stderr + (run_dir / "collector.log").read_text()
+    assert done.returncode == 0, done.stderr + (run_dir / "collector.log").read_text() + why_rollouts_failed(run_dir)
     rollouts = read_jsonl(run_dir / "rollouts.jsonl")
     hostile = {row["responses_create_params"]["metadata"]["hostile"]: row
                for row in rollouts if "hostile" in (row["responses_create_params"].get("metadata") or {})}

@@ -106,6 +106,77 @@ def test_a_reused_connection_the_peer_closed_at_once_is_resent():
     assert connections == 2
 
 
+def test_a_connection_idle_past_the_expiry_is_not_reused_as_its_peers_keep_alive_closes_it():
+    """The peer's keep-alive timer fires while a request on its idle connection sits unread (a busy
+    peer), and the reset reaches the client late: too late to know the request was never read. A
+    client that does not reuse connections idle longer than its expiry never meets that race."""
+    keep_alive_s, expiry_s = 0.4, 0.2
+    connections, served = 0, []
+
+    async def handler(reader, writer):
+        nonlocal connections
+        connections += 1
+        loop = asyncio.get_running_loop()
+        idle_since = loop.time()
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")  # only the head: the body stays unread
+                if loop.time() - idle_since >= keep_alive_s:
+                    await asyncio.sleep(0.1)  # the timer fires now: the request was never read
+                    _reset(writer)
+                    return
+                served.append(head.split(b" ")[1])
+                await reader.readexactly(2)  # the body: {}
+                writer.write(OK)
+                await writer.drain()
+                idle_since = loop.time()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+    async def scenario(client):
+        server, port = await _serve(handler)
+        try:
+            assert (await client.request("POST", "127.0.0.1", port, "/first", json={})).status == 200
+            await asyncio.sleep(keep_alive_s + 0.1)
+            return await client.request("POST", "127.0.0.1", port, "/second", json={})
+        finally:
+            await client.aclose()
+            server.close()
+
+    answer = asyncio.run(scenario(HttpClient(timeout=5, idle_expiry_s=expiry_s)))
+    assert answer.status == 200 and served == [b"/first", b"/second"] and connections == 2
+    with pytest.raises(ConnectionResetError):  # a client that reuses it: the request is lost
+        asyncio.run(scenario(HttpClient(timeout=5, idle_expiry_s=60)))
+
+
+def test_connections_idle_within_the_expiry_are_reused():
+    connections = 0
+
+    async def handler(reader, writer):
+        nonlocal connections
+        connections += 1
+        try:
+            while True:
+                await _read_request(reader)
+                writer.write(OK)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+    async def scenario():
+        server, port = await _serve(handler)
+        client = HttpClient(timeout=5, idle_expiry_s=60)
+        try:
+            for _ in range(3):
+                assert (await client.request("GET", "127.0.0.1", port, "/")).status == 200
+        finally:
+            await client.aclose()
+            server.close()
+
+    asyncio.run(scenario())
+    assert connections == 1
+
+
 def test_a_connection_closed_before_the_write_is_resent():
     async def handler(reader, writer):
         try:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,17 @@ def docker_ps_all() -> str:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def why_rollouts_failed(run_dir: Path, most: int = 5) -> str:
+    """The distinct failures in a run folder's rollouts_failures.jsonl, most common first, with their
+    counts: for the message of an assertion on a failed run (the file goes with CI's machine)."""
+    path = run_dir / "rollouts_failures.jsonl"
+    rows = read_jsonl(path) if path.exists() else []
+    failures = Counter((row.get("agent_ref", {}).get("name"), row.get("_ng_failure_type"),
+                        str(row.get("_ng_failure_message"))[:600]) for row in rows)
+    return "".join(f"\n{count} x {agent}: {kind}: {message}"
+                   for (agent, kind, message), count in failures.most_common(most))
 
 
 def only_run_dir(results: Path) -> Path:

@@ -54,6 +54,15 @@ def test_health_events_wake_the_wait_and_time_out_when_nothing_comes(tmp_path, m
     assert "event=health_status" in args and "event=die" in args
 
 
+def test_closing_health_events_kills_and_reaps_a_follower_that_ignores_sigterm(tmp_path, monkeypatch):
+    fake_docker(tmp_path, monkeypatch, "trap '' TERM; echo die; exec sleep 30")
+    monkeypatch.setattr(HealthEvents, "STOP_GRACE_S", 0.3)
+    events = HealthEvents.start("proj")
+    assert events.wait(10) is True  # the follower runs, with SIGTERM ignored
+    events.close()
+    assert events._process is not None and events._process.returncode == -9  # killed, and reaped by close()
+
+
 def test_health_events_that_end_leave_the_wait_to_polling(tmp_path, monkeypatch):
     fake_docker(tmp_path, monkeypatch, "exit 1")
     events = HealthEvents.start("proj")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
+from gym_compose.child_process import ChildProcess
 from gym_compose.console import say
 from gym_compose.contract import PROJECT_LABEL, RUNTIME_LABEL
 from gym_compose.engine import docker_cli
@@ -43,7 +45,6 @@ from gym_compose.engine.targets.one_off import (
     network_holder,
 )
 from gym_compose.errors import EngineFailure, UserError
-from gym_compose.interrupts import exit_code, wait_for_exit
 from gym_compose.plan.sandbox_names import BROKER_SERVICE
 
 __all__ = ["ComposeProject", "Leftovers", "ServiceState", "StackCheck", "StackNotHealthy"]
@@ -315,6 +316,8 @@ class HealthEvents:
     small machine; a start of 5 s polled ~20 times. If the stream cannot start or ends, the wait
     polls as before."""
 
+    STOP_GRACE_S = 5.0
+
     def __init__(self, process: subprocess.Popen | None):
         self._process = process
         self._arrived: queue.SimpleQueue[bool] = queue.SimpleQueue()
@@ -353,10 +356,8 @@ class HealthEvents:
         return arrived
 
     def close(self) -> None:
-        if self._process is not None and exit_code(self._process) is None:
-            self._process.terminate()
-            if wait_for_exit(self._process, 5) is None:
-                self._process.kill()
+        if self._process is not None:
+            ChildProcess(self._process).stop(self.STOP_GRACE_S, signal.SIGTERM)
 
 
 def ensure_volume(name: str, label: str) -> None:
