@@ -29,6 +29,23 @@ def _reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
+class AnswersOk:
+    """A peer that answers every request 200 and counts the connections it accepted."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                await _read_request(reader)
+                writer.write(OK)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+
 async def _serve(handler) -> tuple[asyncio.AbstractServer, int]:
     server = await asyncio.start_server(handler, "127.0.0.1", 0)
     return server, server.sockets[0].getsockname()[1]
@@ -150,21 +167,10 @@ def test_a_connection_idle_past_the_expiry_is_not_reused_as_its_peers_keep_alive
 
 
 def test_connections_idle_within_the_expiry_are_reused():
-    connections = 0
-
-    async def handler(reader, writer):
-        nonlocal connections
-        connections += 1
-        try:
-            while True:
-                await _read_request(reader)
-                writer.write(OK)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
+    peer = AnswersOk()
 
     async def scenario():
-        server, port = await _serve(handler)
+        server, port = await _serve(peer)
         client = HttpClient(timeout=5, idle_expiry_s=60)
         try:
             for _ in range(3):
@@ -174,21 +180,12 @@ def test_connections_idle_within_the_expiry_are_reused():
             server.close()
 
     asyncio.run(scenario())
-    assert connections == 1
+    assert peer.connections == 1
 
 
 def test_a_connection_closed_before_the_write_is_resent():
-    async def handler(reader, writer):
-        try:
-            while True:
-                await _read_request(reader)
-                writer.write(OK)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
-
     async def scenario():
-        server, port = await _serve(handler)
+        server, port = await _serve(AnswersOk())
         client = HttpClient(timeout=5)
         try:
             await client.request("GET", "127.0.0.1", port, "/")
