@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._support.cli_runs import FirstRolloutWatch
+from bench._support.cli_runs import FirstRolloutWatch, cached_bytecode_env
 from bench._support.machine import (
     container_seconds,
     machine_busy_seconds,
@@ -168,7 +168,8 @@ class NemoGymStack:
 # ---------------------------------------------------------------- gym-compose
 
 def gym_compose(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 1800) -> None:
-    result = subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    result = subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                            env=cached_bytecode_env(env))
     if result.returncode != 0:
         sys.exit(f"`gym-compose {' '.join(args)}` failed:\n{result.stderr[-3000:]}")
 
@@ -189,7 +190,8 @@ class ComposeStack:
         return time.monotonic() - started
 
     def stop(self, env: dict[str, str] | None = None) -> None:
-        subprocess.run([*CLI, "down", "-p", PROJECT], cwd=self.work, capture_output=True, timeout=600, env=env)
+        subprocess.run([*CLI, "down", "-p", PROJECT], cwd=self.work, capture_output=True, timeout=600,
+                       env=cached_bytecode_env(env))
 
     def eval_run(self, rows: Path, parallel: int, name: str) -> tuple[float, float, int, float | None, float]:
         """(wall s, rollouts/s from progress.json, rollouts written, first rollout written at s, collector CPU s)."""
@@ -199,7 +201,7 @@ class ComposeStack:
         process = subprocess.Popen(
             [*CLI, "eval", "run", "--no-serve", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR, "--input",
              str(rows), "--run-name", name, "--num-samples-in-parallel", str(parallel)],
-            cwd=self.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=self.work, env=cached_bytecode_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         first = FirstRolloutWatch(results, f"{name}-*", started)
         while process.poll() is None:
             collector.sample()
