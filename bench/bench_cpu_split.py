@@ -15,6 +15,7 @@ start, the run folder's manifest). bench_vs_nemo_gym's "CPU per rollout" at 500 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -22,8 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._support.cli_runs import cached_bytecode_env
 from bench._support.machine import EngineCpu, container_seconds
-from bench.bench_vs_nemo_gym import ROWS, ComposeStack, children_cpu, compose_containers
+from bench.bench_vs_nemo_gym import CLI, HEAD_PORT, PROJECT, ROWS, SELECTOR, ComposeStack, compose_containers
 
 ENGINE_KINDS = ("dockerd", "containerd", "containerd-shim", "fuse-overlayfs")
 
@@ -34,20 +36,34 @@ def container_names(ids: list[str]) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
 
 
-def one_run(stack: ComposeStack, rows: Path, parallel: int, name: str, servers: dict[str, str]) -> dict[str, float]:
+def eval_run(work: Path, rows: Path, parallel: int, name: str) -> float:
+    """Run `eval run --no-serve` to its end; the CPU seconds of its process and of the children it
+    waited for (its docker commands), and nothing else this script runs."""
+    with open(work / f"{name}.log", "w") as log:
+        process = subprocess.Popen(
+            [*CLI, "eval", "run", "--no-serve", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR, "--input",
+             str(rows), "--run-name", name, "--num-samples-in-parallel", str(parallel)],
+            cwd=work, env=cached_bytecode_env(), stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        sys.exit(f"`gym-compose eval run` failed:\n{(work / f'{name}.log').read_text()[-3000:]}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_run(work: Path, rows: Path, parallel: int, name: str, servers: dict[str, str]) -> dict[str, float]:
     """CPU seconds of one eval run, by where it went."""
     before = {cid: container_seconds(cid) or 0.0 for cid in servers}
-    command0 = children_cpu()
     engine = EngineCpu()
     engine.start()
-    _wall, _rate, _written, _first, _collector = stack.eval_run(rows, parallel, name)
+    command = eval_run(work, rows, parallel, name)
     used = engine.stop()
     split = {f"server {service}": (container_seconds(cid) or 0.0) - before[cid] for cid, service in servers.items()}
     split["collector container"] = used["containers"] - sum(split.values())
-    split["the command (CLI and its docker calls)"] = children_cpu() - command0
+    split["the command (CLI and its docker calls)"] = command
     for kind in ENGINE_KINDS:
         split[kind] = used.get(kind, 0.0)
-    split["rest of the machine"] = used["rest of the machine"] - split["the command (CLI and its docker calls)"]
+    split["rest of the machine"] = used["rest of the machine"] - command
     split["machine"] = used["machine"]
     return split
 
@@ -77,7 +93,7 @@ def main() -> int:
         servers = container_names(compose_containers())
         for attempt in range(args.runs):
             for size in (args.small, args.large) if attempt % 2 == 0 else (args.large, args.small):
-                runs[size].append(one_run(stack, rows[size], args.parallel, f"split-{size}-{attempt}", servers))
+                runs[size].append(one_run(work, rows[size], args.parallel, f"split-{size}-{attempt}", servers))
                 print(f"run {attempt + 1}/{args.runs}, {size} rows: machine {runs[size][-1]['machine']:.2f} CPU s",
                       flush=True)
     finally:
