@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._support.cli_runs import FirstRolloutWatch, cached_bytecode_env
+from bench._support.cli_runs import FirstRolloutWatch, cached_bytecode_env, repeated_rows
 from bench._support.machine import container_seconds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,9 +114,7 @@ def main() -> None:
                   f"{servers:.2f} s; load {load()}", flush=True)
 
     work = Path(tempfile.mkdtemp(prefix="bench-checkouts-"))
-    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
-    rows = work / "rows.jsonl"
-    rows.write_text("\n".join(lines[i % len(lines)] for i in range(args.rows)) + "\n")
+    rows = repeated_rows(ROWS, work / "rows.jsonl", args.rows)
     runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in trees}
     try:
         if args.runs:

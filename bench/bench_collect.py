@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._support.cli_runs import repeated_rows
+
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
 PROJECT = "gym-compose-bench-collect"
@@ -45,9 +47,7 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-collect-"))
-    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
-    rows = work / "rows.jsonl"
-    rows.write_text("\n".join(lines[i % len(lines)] for i in range(args.rows)) + "\n")
+    rows = repeated_rows(ROWS, work / "rows.jsonl", args.rows)
 
     print("starting the stack ...", flush=True)
     gym_compose("up", "-d", "-p", PROJECT, "--head-port", "11091", *SELECTOR, cwd=work)

@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._support.cli_runs import cached_bytecode_env
+from bench._support.cli_runs import cached_bytecode_env, repeated_rows
 from bench._support.machine import EngineCpu, container_seconds
-from bench.bench_vs_nemo_gym import CLI, HEAD_PORT, PROJECT, ROWS, SELECTOR, ComposeStack, compose_containers
+from bench.bench_vs_nemo_gym import ROWS, ComposeStack, compose_containers
 
 ENGINE_KINDS = ("dockerd", "containerd", "containerd-shim", "fuse-overlayfs")
 
@@ -40,10 +40,8 @@ def eval_run(work: Path, rows: Path, parallel: int, name: str) -> float:
     """Run `eval run --no-serve` to its end; the CPU seconds of its process and of the children it
     waited for (its docker commands), and nothing else this script runs."""
     with open(work / f"{name}.log", "w") as log:
-        process = subprocess.Popen(
-            [*CLI, "eval", "run", "--no-serve", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR, "--input",
-             str(rows), "--run-name", name, "--num-samples-in-parallel", str(parallel)],
-            cwd=work, env=cached_bytecode_env(), stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(ComposeStack.eval_command(rows, parallel, name), cwd=work,
+                                   env=cached_bytecode_env(), stdout=log, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
@@ -79,11 +77,7 @@ def main() -> int:
         sys.exit("--small must be at least 1 and below --large")
 
     work = Path(tempfile.mkdtemp(prefix="bench-cpu-split-"))
-    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
-    rows = {}
-    for size in (args.small, args.large):
-        rows[size] = work / f"rows-{size}.jsonl"
-        rows[size].write_text("\n".join(lines[i % len(lines)] for i in range(size)) + "\n")
+    rows = {size: repeated_rows(ROWS, work / f"rows-{size}.jsonl", size) for size in (args.small, args.large)}
     stack = ComposeStack(work)
     print(f"work folder {work}; starting the stack ...", flush=True)
     stack.start()

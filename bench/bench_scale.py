@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._support.cli_runs import repeated_rows
+
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "gym_compose"]
 PROJECT = "gcbench-scale"
@@ -56,7 +58,6 @@ def main() -> None:
              f"++policy_model.responses_api_models.mock_model.latency_s={low}",
              f"++policy_model.responses_api_models.mock_model.latency_max_s={high}"]
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
-    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
     rollout_latency = MODEL_CALLS_PER_ROLLOUT * (low + high) / 2
     print(f"mock model latency {low}..{high} s per call, {rollout_latency:.1f} s of model time per rollout; "
           f"{os.cpu_count()} cores", flush=True)
@@ -65,8 +66,7 @@ def main() -> None:
     try:
         for level in args.parallel:
             count = min(4096, max(300, 3 * level))
-            rows = work / f"rows-{level}.jsonl"
-            rows.write_text("\n".join(lines[i % len(lines)] for i in range(count)) + "\n")
+            rows = repeated_rows(ROWS, work / f"rows-{level}.jsonl", count)
             started = time.monotonic()
             gym_compose("eval", "run", "--no-serve", *stack, "--input", str(rows), "--run-name", f"p{level}",
                         "--num-samples-in-parallel", str(level), cwd=work)

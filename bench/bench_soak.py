@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._support.cli_runs import repeated_rows
 from gym_compose.plan.planner import service_name
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,10 +145,8 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     example = REPO / "server_images" / args.resources_server / "data" / "example.jsonl"
-    lines = [line for line in example.read_text().splitlines() if line.strip()]
-    rows, baseline_rows = work / "rows.jsonl", work / "baseline.jsonl"
-    rows.write_text("".join(lines[i % len(lines)] + "\n" for i in range(args.rows)))
-    baseline_rows.write_text("".join(lines[i % len(lines)] + "\n" for i in range(args.baseline_rows)))
+    rows = repeated_rows(example, work / "rows.jsonl", args.rows)
+    baseline_rows = repeated_rows(example, work / "baseline.jsonl", args.baseline_rows)
     # a long project shortens the long service names (gym_compose/contract.py)
     services = [service_name(instance, args.project) for instance in instances(args.resources_server)] + ["head"]
     stack = ["-p", args.project, "--head-port", args.head_port, "--resources-server", args.resources_server]

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._support.cli_runs import FirstRolloutWatch, cached_bytecode_env
+from bench._support.cli_runs import FirstRolloutWatch, cached_bytecode_env, repeated_rows
 from bench._support.machine import (
     container_seconds,
     machine_busy_seconds,
@@ -193,15 +193,18 @@ class ComposeStack:
         subprocess.run([*CLI, "down", "-p", PROJECT], cwd=self.work, capture_output=True, timeout=600,
                        env=cached_bytecode_env(env))
 
+    @staticmethod
+    def eval_command(rows: Path, parallel: int, name: str) -> list[str]:
+        return [*CLI, "eval", "run", "--no-serve", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR, "--input",
+                str(rows), "--run-name", name, "--num-samples-in-parallel", str(parallel)]
+
     def eval_run(self, rows: Path, parallel: int, name: str) -> tuple[float, float, int, float | None, float]:
         """(wall s, rollouts/s from progress.json, rollouts written, first rollout written at s, collector CPU s)."""
         results = self.work / "results"
         collector = CollectorWatch(set(compose_containers()))
         started = time.monotonic()
-        process = subprocess.Popen(
-            [*CLI, "eval", "run", "--no-serve", "-p", PROJECT, "--head-port", HEAD_PORT, *SELECTOR, "--input",
-             str(rows), "--run-name", name, "--num-samples-in-parallel", str(parallel)],
-            cwd=self.work, env=cached_bytecode_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(self.eval_command(rows, parallel, name), cwd=self.work, env=cached_bytecode_env(),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         first = FirstRolloutWatch(results, f"{name}-*", started)
         while process.poll() is None:
             collector.sample()
@@ -294,9 +297,7 @@ def main() -> int:
 
     ensure_nemo_gym(args.python)
     work = Path(tempfile.mkdtemp(prefix="bench-vs-nemo-gym-"))
-    lines = [line for line in ROWS.read_text().splitlines() if line.strip()]
-    rows = work / "rows.jsonl"
-    rows.write_text("\n".join(lines[i % len(lines)] for i in range(args.rows)) + "\n")
+    rows = repeated_rows(ROWS, work / "rows.jsonl", args.rows)
     mock = start_mock(work / "mock-logs")
     mock_pids = [p.pid for p in mock.processes.values()]
     mock_url = f"http://127.0.0.1:{mock.port('mock_upstream')}/v1"

@@ -30,3 +30,10 @@ class FirstRolloutWatch:
             written = next(self.results.glob(self.pattern), None)
             if written is not None and written.stat().st_size > 0:
                 self.seconds = time.monotonic() - self.started
+
+
+def repeated_rows(source: Path, target: Path, count: int) -> Path:
+    """Write `count` rows to `target`: the non-blank lines of the JSONL file `source`, repeated in order."""
+    lines = [line for line in source.read_text().splitlines() if line.strip()]
+    target.write_text("".join(lines[i % len(lines)] + "\n" for i in range(count)))
+    return target
